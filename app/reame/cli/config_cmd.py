@@ -1,0 +1,55 @@
+"""`reame config show|check`."""
+
+from __future__ import annotations
+
+import argparse
+
+from reame.cli.common import add_settings_flags, settings_from_args
+from reame.errors import ConfigError, ReameError
+from reame.runtime import plan
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("config", help="show or check the effective settings")
+    csub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = csub.add_parser("show", help="print each setting, its value and where it came from")
+    add_settings_flags(show)
+    show.set_defaults(handler=show_settings)
+    check = csub.add_parser("check", help="validate the settings and the model; exit 2 if bad")
+    add_settings_flags(check)
+    check.set_defaults(handler=check_settings)
+
+
+def show_settings(args: argparse.Namespace) -> int:
+    loaded = settings_from_args(args)
+    settings = loaded.settings
+    print(f"# config file: {loaded.config_file or 'none'}")
+    tuned_reasons: dict[str, str] = {}
+    tuned_values: dict[str, object] = {}
+    try:
+        path, facts, tuned = plan(settings)
+        tuned_reasons = tuned.reasons
+        tuned_values = {k: getattr(tuned, k) for k in tuned.reasons}
+        print(f"# model: {facts.name} ({facts.architecture}) at {path}")
+    except ReameError as exc:
+        print(f"# model: not resolved ({exc})")
+    width = max(len(k) for k in type(settings).model_fields)
+    for key in type(settings).model_fields:
+        value = tuned_values.get(key, getattr(settings, key))
+        origin = tuned_reasons.get(key, loaded.origins[key])
+        print(f"{key:<{width}} = {value!s:<24} # {origin}")
+    return 0
+
+
+def check_settings(args: argparse.Namespace) -> int:
+    loaded = settings_from_args(args)
+    try:
+        path, _, tuned = plan(loaded.settings)
+    except ReameError as exc:
+        key = "model_path" if loaded.settings.model_path else "model"
+        raise ConfigError(f"key '{key}' ({loaded.origins[key]}): {exc}") from exc
+    print(
+        f"ok: model {path}, {tuned.threads} threads, context {tuned.context_length}, "
+        f"{tuned.parallel} parallel, batch {tuned.batch_size}"
+    )
+    return 0

@@ -1,0 +1,158 @@
+"""The one Settings object: reame.conf (TOML), then REAME_* environment variables, then CLI flags.
+
+Built at the edge (CLI or app factory); components below take only the slice they need.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from reame.errors import ConfigError
+
+ENV_PREFIX = "REAME_"
+DEFAULT_CONFIG_FILE = Path("reame.conf")
+
+
+class Settings(BaseSettings):
+    """Every key is documented in reame.conf.example. `None` means "pick automatically"."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", protected_namespaces=(), validate_default=True
+    )
+
+    model: str = Field("smollm2-135m", min_length=1, description="catalog alias or .gguf path")
+    model_path: Path | None = Field(None, description="explicit GGUF file; wins over `model`")
+    models_dir: Path = Field(Path("~/.cache/reame/models"), description="downloaded models")
+    state_dir: Path = Field(Path("~/.cache/reame/state"), description="caches that persist")
+    hub_endpoint: str | None = Field(None, description="Hugging Face endpoint or mirror URL")
+    allow_download: bool = True
+
+    threads: int | None = Field(None, ge=1, le=1024)
+    context_length: int | None = Field(None, ge=64, le=1 << 20, description="per sequence")
+    batch_size: int | None = Field(None, ge=1, le=65536, description="token budget of a step")
+    parallel: int | None = Field(None, ge=1, le=256, description="sequences decoded together")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+
+    temperature: float = Field(0.8, ge=0.0, le=2.0)
+    top_k: int = Field(40, ge=0)
+    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    min_p: float = Field(0.05, ge=0.0, le=1.0)
+    repetition_penalty: float = Field(1.0, gt=0.0, le=10.0)
+    max_tokens: int = Field(512, ge=1)
+
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["auto", "console", "json"] = "auto"
+
+    @field_validator("models_dir", "state_dir", "model_path")
+    @classmethod
+    def _expand_user(cls, path: Path | None) -> Path | None:
+        return path.expanduser() if path is not None else None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # NOTE: order is precedence: flags (init) over environment over reame.conf
+        return init_settings, env_settings, TomlConfigSettingsSource(settings_cls)
+
+
+class LoadedSettings:
+    """Settings plus where each value came from: `flag`, `env`, the config file, or `default`."""
+
+    def __init__(self, settings: Settings, origins: dict[str, str], config_file: Path | None):
+        self.settings = settings
+        self.origins = origins
+        self.config_file = config_file
+
+
+def find_config_file(explicit: Path | None, environ: Mapping[str, str]) -> Path | None:
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError(f"config file {explicit} does not exist")
+        return explicit
+    from_env = environ.get(f"{ENV_PREFIX}CONFIG")
+    if from_env:
+        if not Path(from_env).is_file():
+            raise ConfigError(f"config file {from_env} (from {ENV_PREFIX}CONFIG) does not exist")
+        return Path(from_env)
+    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.is_file() else None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def load_settings(
+    flags: Mapping[str, Any] | None = None,
+    config_file: Path | None = None,
+) -> LoadedSettings:
+    """Build Settings; any problem becomes a ConfigError naming the key, its origin and the fix.
+    pydantic-settings reads the process environment (REAME_*) itself."""
+    environ = os.environ
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    path = find_config_file(config_file, environ)
+    file_values = _read_toml(path) if path else {}
+    env_keys = {
+        k[len(ENV_PREFIX) :].lower() for k in environ if k.upper().startswith(ENV_PREFIX)
+    } & set(Settings.model_fields)
+
+    origins: dict[str, str] = {}
+    for name in Settings.model_fields:
+        if name in flags:
+            origins[name] = "flag"
+        elif name in env_keys:
+            origins[name] = f"env {ENV_PREFIX}{name.upper()}"
+        elif name in file_values:
+            origins[name] = str(path)
+        else:
+            origins[name] = "default"
+    for key in file_values:
+        if key not in Settings.model_fields:
+            raise ConfigError(f"{path}: unknown key '{key}' (see reame.conf.example for the keys)")
+
+    cls = type(
+        "Settings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": path}}
+    )
+    try:
+        settings = cls(**flags)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, origins)) from exc
+    return LoadedSettings(settings, origins, path)
+
+
+def _describe(exc: ValidationError, origins: Mapping[str, str]) -> str:
+    problems = []
+    for err in exc.errors():
+        key = str(err["loc"][0]) if err["loc"] else "?"
+        origin = origins.get(key, "")
+        where = f" (from {origin})" if origin and origin != "default" else ""
+        value = (
+            f", got {err['input']!r}" if "input" in err and err["type"] != "extra_forbidden" else ""
+        )
+        problems.append(f"key '{key}'{where}: {err['msg']}{value}")
+    return "invalid settings: " + "; ".join(problems)

@@ -1,0 +1,214 @@
+"""The engine thread: admit, schedule, one llama_decode for many sequences, sample, emit.
+
+NOTE: the only module that starts threads. llama_decode releases the GIL, so the caller's event
+loop stays free while a step runs. Requests come in through a thread-safe inbox; events go out
+through each request's sink, called on the engine thread.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import structlog
+
+from reame.detokenize import TextStream
+from reame.engine.request import FinishEvent, GenerationRequest, Sink, TokenEvent
+from reame.engine.schedule import Work, plan_step
+from reame.engine.sequence import Sequence
+from reame.errors import InvalidRequestError
+from reame.llama import Context, DecodeError, Model
+from reame.sampling import Sampler
+
+log = structlog.get_logger("reame.engine")
+
+
+@dataclass(slots=True)
+class EngineStats:
+    """Counters read by benchmarks and metrics (written only by the engine thread)."""
+
+    num_steps: int = 0
+    num_tokens_computed: int = 0
+    max_sequences_in_step: int = 0
+    last_sequences_in_step: int = 0
+    last_step_seconds: float = 0.0
+    num_running: int = 0
+    num_waiting: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class _Abort:
+    request_id: str
+
+
+_STOP = object()
+
+
+class Engine:
+    """Continuous batching over one llama context: a request joins the running batch at the
+    next step, a finished one leaves it, an aborted one frees its sequence at the next step."""
+
+    def __init__(self, model: Model, context: Context, context_length: int) -> None:
+        self.model, self.context = model, context
+        self.context_length = context_length
+        self.stats = EngineStats()
+        self._budget = context.shape.batch_size
+        self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._waiting: deque[Sequence] = deque()
+        self._running: list[Sequence] = []
+        self._free_slots = list(range(context.shape.num_sequences - 1, -1, -1))
+        self._thread = threading.Thread(target=self._run, name="reame-engine", daemon=True)
+
+    # -- called from any thread -------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, request: GenerationRequest, sink: Sink) -> None:
+        """Queue a request; raises InvalidRequestError at once if it can never be served."""
+        num_prompt = len(request.prompt)
+        if num_prompt == 0:
+            raise InvalidRequestError("the prompt is empty", param="prompt")
+        if num_prompt >= self.context_length:
+            raise InvalidRequestError(
+                f"the prompt is {num_prompt} tokens but a sequence's context holds "
+                f"{self.context_length} tokens; shorten the prompt or raise context_length",
+                param="prompt",
+            )
+        if any(not 0 <= t < self.model.vocab_size for t in request.prompt):
+            raise InvalidRequestError("the prompt holds token ids outside the vocabulary", "prompt")
+        try:
+            sampler = Sampler(request.params, self.model.vocab_size)
+        except ValueError as exc:
+            raise InvalidRequestError(str(exc), param="logit_bias") from exc
+        seq = Sequence(request, sink, sampler, TextStream(request.params.stop))
+        seq.tokens.extend(request.prompt)
+        self._inbox.put(seq)
+
+    @property
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def abort(self, request_id: str) -> None:
+        self._inbox.put(_Abort(request_id))
+
+    def close(self, timeout: float = 10.0) -> None:
+        if self._thread.is_alive():
+            self._inbox.put(_STOP)
+            self._thread.join(timeout)
+
+    # -- the engine thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            is_idle = not self._running and not self._waiting
+            if not self._take_inbox(block=is_idle):
+                break
+            self._admit()
+            if self._running:
+                try:
+                    self._step()
+                except Exception as exc:  # never let one bad step kill the server
+                    log.exception("engine step failed")
+                    for seq in list(self._running):
+                        self._finish(seq, "error", error=str(exc))
+        for seq in list(self._running) + list(self._waiting):
+            self._finish(seq, "abort")
+
+    def _take_inbox(self, block: bool) -> bool:
+        """Move messages from the inbox into engine state; False once asked to stop."""
+        msg = self._inbox.get() if block else None
+        while True:
+            if msg is _STOP:
+                return False
+            if isinstance(msg, Sequence):
+                self._waiting.append(msg)
+            elif isinstance(msg, _Abort):
+                self._mark_aborted(msg.request_id)
+            try:
+                msg = self._inbox.get_nowait()
+            except queue.Empty:
+                return True
+
+    def _mark_aborted(self, request_id: str) -> None:
+        for seq in self._waiting:
+            if seq.request.request_id == request_id:
+                self._waiting.remove(seq)
+                self._finish(seq, "abort")
+                return
+        for seq in self._running:
+            if seq.request.request_id == request_id:
+                seq.is_aborted = True
+
+    def _admit(self) -> None:
+        for seq in [s for s in self._running if s.is_aborted]:
+            self._finish(seq, "abort")
+        # NOTE: every slot owns a full context of KV cells, so a free slot is all it takes
+        while self._waiting and self._free_slots:
+            seq = self._waiting.popleft()
+            seq.slot = self._free_slots.pop()
+            self._running.append(seq)
+        self.stats.num_running = len(self._running)
+        self.stats.num_waiting = len(self._waiting)
+
+    def _step(self) -> None:
+        running = self._running
+        plan = plan_step([Work(len(s.tokens), s.num_computed) for s in running], self._budget)
+        tokens: list[int] = []
+        positions: list[int] = []
+        seq_ids: list[int] = []
+        wants_logits: list[bool] = []
+        outputs: list[tuple[Sequence, int]] = []
+        for part in plan:
+            seq = running[part.index]
+            end = part.start + part.count
+            tokens.extend(seq.tokens[part.start : end])
+            positions.extend(range(part.start, end))
+            seq_ids.extend([seq.slot] * part.count)
+            wants_logits.extend([False] * part.count)
+            if part.wants_logits:
+                wants_logits[-1] = True
+                outputs.append((seq, len(tokens) - 1))
+            seq.num_computed = end
+        started = time.perf_counter()
+        try:
+            self.context.decode(tokens, positions, seq_ids, wants_logits)
+        except DecodeError as exc:
+            for part in plan:
+                self._finish(running[part.index], "error", error=str(exc))
+            return
+        stats = self.stats
+        stats.last_step_seconds = time.perf_counter() - started
+        stats.num_steps += 1
+        stats.num_tokens_computed += len(tokens)
+        stats.last_sequences_in_step = len(plan)
+        stats.max_sequences_in_step = max(stats.max_sequences_in_step, len(plan))
+        for seq, batch_index in outputs:
+            self._advance(seq, batch_index)
+
+    def _advance(self, seq: Sequence, batch_index: int) -> None:
+        sampled = seq.sampler.sample(self.context.logits(batch_index), seq.tokens)
+        token = sampled.token
+        seq.tokens.append(token)
+        params = seq.request.params
+        if not params.ignore_eos and self.model.is_end_of_generation(token):
+            self._finish(seq, "stop")
+            return
+        delta = seq.text.push(self.model.piece(token))
+        seq.sink(TokenEvent(token, delta.text, sampled.logprob, sampled.top_logprobs))
+        if delta.is_stopped:
+            self._finish(seq, "stop")
+        elif seq.num_generated >= params.max_tokens or len(seq.tokens) >= self.context_length:
+            self._finish(seq, "length")
+
+    def _finish(self, seq: Sequence, reason: str, error: str | None = None) -> None:
+        if seq.slot >= 0:
+            self.context.remove(seq.slot)
+            self._free_slots.append(seq.slot)
+            seq.slot = -1
+            self._running.remove(seq)
+        tail = seq.text.finish() if reason in ("stop", "length") else ""
+        seq.sink(FinishEvent(reason, tail, seq.num_prompt, max(seq.num_generated, 0), error=error))

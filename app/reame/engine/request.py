@@ -1,0 +1,42 @@
+"""What goes into the engine (a request) and what comes out of it (events)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from uuid import uuid4
+
+from reame.sampling import SamplingParams
+
+
+@dataclass(slots=True)
+class GenerationRequest:
+    prompt: list[int]
+    params: SamplingParams
+    request_id: str = field(default_factory=lambda: uuid4().hex)
+
+
+@dataclass(slots=True, frozen=True)
+class TokenEvent:
+    """One generated token and the text it made visible (may be empty while held back)."""
+
+    token: int
+    text: str
+    logprob: float | None = None
+    top_logprobs: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class FinishEvent:
+    """The last event of a request. `reason`: stop, length, abort or error."""
+
+    reason: str
+    text: str  # text that was held back until the end
+    num_prompt_tokens: int
+    num_completion_tokens: int
+    num_cached_tokens: int = 0
+    error: str | None = None
+
+
+Event = TokenEvent | FinishEvent
+Sink = Callable[[Event], None]

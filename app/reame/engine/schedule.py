@@ -1,0 +1,52 @@
+"""Packing one step: which tokens of which sequences go into the next llama batch. Pure.
+
+There is no prefill/decode branch: every sequence has tokens it knows and tokens already in the
+KV cache, and a step computes part of the difference for many sequences at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(slots=True, frozen=True)
+class Work:
+    """What one sequence still has to compute: tokens known versus tokens in the KV cache."""
+
+    num_known: int
+    num_computed: int
+
+    @property
+    def num_missing(self) -> int:
+        return self.num_known - self.num_computed
+
+
+@dataclass(slots=True, frozen=True)
+class Slice:
+    """Compute tokens [start, start + count) of sequence `index`; `wants_logits` when the slice
+    reaches the end of what the sequence knows, so the next token can be sampled."""
+
+    index: int
+    start: int
+    count: int
+    wants_logits: bool
+
+
+def plan_step(work: Sequence[Work], budget: int) -> list[Slice]:
+    """Single-token (decoding) sequences first, for latency; then prompt chunks in the order
+    given (oldest first) fill what is left of the token budget."""
+    if budget < 1:
+        raise ValueError("the token budget must be at least 1")
+    plan: list[Slice] = []
+    left = budget
+    for i, w in enumerate(work):
+        if w.num_missing == 1 and left > 0:
+            plan.append(Slice(i, w.num_computed, 1, True))
+            left -= 1
+    for i, w in enumerate(work):
+        if w.num_missing > 1 and left > 0:
+            count = min(w.num_missing, left)
+            plan.append(Slice(i, w.num_computed, count, count == w.num_missing))
+            left -= count
+    return plan

@@ -1,0 +1,30 @@
+"""One running request inside the engine: its tokens, what of them is in the KV cache, and how
+it picks and renders the next token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reame.detokenize import TextStream
+from reame.engine.request import GenerationRequest, Sink
+from reame.sampling import Sampler
+
+
+@dataclass(slots=True)
+class Sequence:
+    request: GenerationRequest
+    sink: Sink
+    sampler: Sampler
+    text: TextStream
+    tokens: list[int] = field(default_factory=list)
+    slot: int = -1  # llama seq_id while admitted
+    num_computed: int = 0  # tokens[:num_computed] are in the KV cache
+    is_aborted: bool = False
+
+    @property
+    def num_prompt(self) -> int:
+        return len(self.request.prompt)
+
+    @property
+    def num_generated(self) -> int:
+        return len(self.tokens) - self.num_prompt

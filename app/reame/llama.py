@@ -1,0 +1,291 @@
+"""Owning wrappers over llama.cpp (llama-cpp-python's low-level API): model, context, batch.
+
+NOTE: the only module that imports llama_cpp. Every C resource here has close() and a context
+manager; nothing else holds a raw pointer.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp as lc
+import numpy as np
+import structlog
+
+from reame.errors import ModelLoadError
+
+log = structlog.get_logger("reame.llama")
+
+_LOG_LEVELS = {1: "debug", 2: "info", 3: "warning", 4: "error"}
+_GGML_LOG_CONT = 5
+_log_line: list[bytes] = []
+_log_state = {"min_level": 3, "level": 2}  # llama.cpp is chatty: warnings and errors by default
+_is_backend_ready = False
+
+
+def set_llama_log_level(name: str) -> None:
+    """Forward llama.cpp's messages at this level and above ("debug" forwards everything)."""
+    _log_state["min_level"] = {"debug": 1, "info": 3, "warning": 3, "error": 4}[name]
+
+
+@lc.llama_log_callback
+def _route_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+    # NOTE: module-level so the callback outlives every call from C (a collected one segfaults)
+    if level != _GGML_LOG_CONT:
+        _log_state["level"] = level
+    if _log_state["level"] < _log_state["min_level"]:
+        return
+    _log_line.append(text or b"")
+    if not _log_line[-1].endswith(b"\n"):
+        return
+    line = b"".join(_log_line).decode("utf-8", "replace").rstrip()
+    _log_line.clear()
+    if line:
+        getattr(log, _LOG_LEVELS.get(_log_state["level"], "debug"))("llama.cpp", message=line)
+
+
+def _init_backend() -> None:
+    global _is_backend_ready
+    if not _is_backend_ready:
+        lc.llama_log_set(_route_llama_log, ctypes.c_void_p(0))
+        lc.llama_backend_init()
+        _is_backend_ready = True
+
+
+class DecodeError(RuntimeError):
+    """llama_decode failed; `code` 1 means no KV cache slot was free for the batch."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"llama_decode failed with code {code}")
+        self.code = code
+
+
+class Model:
+    """A loaded GGUF model (weights mmapped) and its vocabulary."""
+
+    def __init__(self, path: Path) -> None:
+        _init_backend()
+        params = lc.llama_model_default_params()
+        params.n_gpu_layers = 0
+        ptr = lc.llama_model_load_from_file(str(path).encode(), params)
+        if not ptr:
+            raise ModelLoadError(
+                f"llama.cpp could not load {path}: the file is damaged, truncated or of an "
+                "architecture this llama.cpp does not know; re-download it (`reame pull MODEL`)"
+            )
+        self.path = path
+        self._ptr = ptr
+        self._vocab = lc.llama_model_get_vocab(ptr)
+        self.vocab_size: int = lc.llama_vocab_n_tokens(self._vocab)
+        self.context_train: int = lc.llama_model_n_ctx_train(ptr)
+        self.bos_id: int = lc.llama_vocab_bos(self._vocab)
+        self.eos_id: int = lc.llama_vocab_eos(self._vocab)
+        template = lc.llama_model_chat_template(ptr, None)
+        self.chat_template: str | None = template.decode() if template else None
+        self.name = self.meta("general.name") or path.stem
+        self._pieces: dict[int, bytes] = {}
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(4096)
+        n = lc.llama_model_meta_val_str(self._ptr, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace") if n >= 0 else None
+
+    def tokenize(
+        self, text: str, add_special: bool = True, parse_special: bool = True
+    ) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        buf = (lc.llama_token * capacity)()
+        n = lc.llama_tokenize(
+            self._vocab, data, len(data), buf, capacity, add_special, parse_special
+        )
+        if n < 0:  # capacity too small: -n is what it needs
+            capacity = -n
+            buf = (lc.llama_token * capacity)()
+            n = lc.llama_tokenize(
+                self._vocab, data, len(data), buf, capacity, add_special, parse_special
+            )
+        return list(buf[:n])
+
+    def piece(self, token: int) -> bytes:
+        """The bytes a token adds to generated text (control tokens add none)."""
+        cached = self._pieces.get(token)
+        if cached is None:
+            cached = self._pieces[token] = self._to_piece(token, special=False)
+        return cached
+
+    def token_text(self, token: int) -> str:
+        """A token's text including special tokens' names (for templates)."""
+        return self._to_piece(token, special=True).decode("utf-8", "replace")
+
+    def _to_piece(self, token: int, special: bool) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        n = lc.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = lc.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, special)
+        return buf.raw[:n]
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return bool(lc.llama_vocab_is_eog(self._vocab, token))
+
+    def close(self) -> None:
+        if self._ptr:
+            lc.llama_model_free(self._ptr)
+            self._ptr = None
+
+    def __enter__(self) -> Model:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(slots=True, frozen=True)
+class ContextShape:
+    num_cells: int  # KV cells of all sequences together (each gets num_cells / num_sequences)
+    batch_size: int
+    num_sequences: int
+    num_threads: int
+    # NOTE: separate KV streams per sequence keep each sequence's greedy output identical to
+    # running it alone; a unified cache interleaves other sequences' cells into its attention
+    # sums and changes the rounding (measured: 4 of 5 greedy outputs diverged on SmolLM2).
+    is_kv_unified: bool = False
+
+
+class Context:
+    """One llama context: a KV cache for several sequences, plus one batch."""
+
+    def __init__(self, model: Model, shape: ContextShape) -> None:
+        params = lc.llama_context_default_params()
+        params.n_ctx = shape.num_cells
+        params.n_batch = params.n_ubatch = shape.batch_size
+        params.n_seq_max = shape.num_sequences
+        params.n_threads = params.n_threads_batch = shape.num_threads
+        params.kv_unified = shape.is_kv_unified
+        params.no_perf = True
+        ptr = lc.llama_init_from_model(model._ptr, params)
+        if not ptr:
+            raise ModelLoadError(
+                f"llama.cpp could not create a context of {shape.num_cells} cells for "
+                f"{model.path}; lower context_length or parallel"
+            )
+        self.model, self.shape = model, shape
+        self._ptr = ptr
+        self._memory = lc.llama_get_memory(ptr)
+        self._batch = lc.llama_batch_init(shape.batch_size, 0, 1)
+        self._has_batch = True
+
+    def decode(
+        self,
+        tokens: Sequence[int],
+        positions: Sequence[int],
+        seq_ids: Sequence[int],
+        wants_logits: Sequence[bool],
+    ) -> None:
+        """One forward pass over up to batch_size tokens of any sequences."""
+        b = self._batch
+        n = len(tokens)
+        for i in range(n):
+            b.token[i] = tokens[i]
+            b.pos[i] = positions[i]
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = seq_ids[i]
+            b.logits[i] = wants_logits[i]
+        b.n_tokens = n
+        code = lc.llama_decode(self._ptr, b)
+        if code != 0:
+            raise DecodeError(code)
+
+    def logits(self, batch_index: int) -> np.ndarray:
+        """A view (no copy) of the logits of one output token of the last decode; valid until
+        the next decode."""
+        ptr = lc.llama_get_logits_ith(self._ptr, batch_index)
+        return np.ctypeslib.as_array(ptr, shape=(self.model.vocab_size,))
+
+    def remove(self, seq_id: int, start: int = 0, end: int = -1) -> None:
+        """Drop positions [start, end) of a sequence from the KV cache (end -1: to the end)."""
+        lc.llama_memory_seq_rm(self._memory, seq_id, start, end)
+
+    def close(self) -> None:
+        if self._has_batch:
+            lc.llama_batch_free(self._batch)
+            self._has_batch = False
+        if self._ptr:
+            lc.llama_free(self._ptr)
+            self._ptr = None
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(slots=True, frozen=True)
+class PlainRun:
+    tokens: list[int]
+    prefill_seconds: float
+    decode_seconds: float  # from the first generated token to the last
+
+
+def plain_greedy_loop(
+    model: Model,
+    prompt: Sequence[int],
+    max_tokens: int,
+    shape: ContextShape,
+    stop_at_end: bool = True,
+) -> PlainRun:
+    """The baseline Reame is measured against: the plainest llama-cpp-python decode loop
+    (llama_batch_get_one, llama_decode, argmax over the logits), in its own context.
+    The generated tokens include the end-of-generation token when there is one."""
+    params = lc.llama_context_default_params()
+    params.n_ctx = shape.num_cells
+    params.n_batch = params.n_ubatch = shape.batch_size
+    params.n_threads = params.n_threads_batch = shape.num_threads
+    params.no_perf = True
+    ctx = lc.llama_init_from_model(model._ptr, params)
+    try:
+        out: list[int] = []
+        started = time.perf_counter()
+        for i in range(0, len(prompt), shape.batch_size):
+            chunk = list(prompt[i : i + shape.batch_size])
+            arr = (lc.llama_token * len(chunk))(*chunk)
+            if lc.llama_decode(ctx, lc.llama_batch_get_one(arr, len(chunk))) != 0:
+                raise DecodeError(1)
+        logits = np.ctypeslib.as_array(lc.llama_get_logits_ith(ctx, -1), shape=(model.vocab_size,))
+        token = int(np.argmax(logits))
+        first = time.perf_counter()
+        one = (lc.llama_token * 1)()
+        while len(out) < max_tokens:
+            out.append(token)
+            if (stop_at_end and model.is_end_of_generation(token)) or len(out) == max_tokens:
+                break
+            one[0] = token
+            if lc.llama_decode(ctx, lc.llama_batch_get_one(one, 1)) != 0:
+                raise DecodeError(1)
+            logits = np.ctypeslib.as_array(
+                lc.llama_get_logits_ith(ctx, -1), shape=(model.vocab_size,)
+            )
+            token = int(np.argmax(logits))
+        return PlainRun(out, first - started, time.perf_counter() - first)
+    finally:
+        lc.llama_free(ctx)
+
+
+QUANT_TYPES = {"Q4_K_M": lc.LLAMA_FTYPE_MOSTLY_Q4_K_M, "Q8_0": lc.LLAMA_FTYPE_MOSTLY_Q8_0}
+
+
+def quantize_file(source: Path, target: Path, quant: str, num_threads: int) -> None:
+    """llama.cpp's own quantizer (what `llama-quantize` runs), in process."""
+    _init_backend()
+    params = lc.llama_model_quantize_default_params()
+    params.nthread = num_threads
+    params.ftype = QUANT_TYPES[quant]
+    code = lc.llama_model_quantize(str(source).encode(), str(target).encode(), ctypes.byref(params))
+    if code != 0:
+        raise ModelLoadError(f"quantizing {source} to {quant} failed (code {code})")

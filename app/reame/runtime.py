@@ -1,0 +1,84 @@
+"""Everything a running Reame holds, built from Settings: model, context, engine, service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import structlog
+
+from reame.autotune import Tuned, available_memory, tune, usable_cores
+from reame.config import Settings
+from reame.engine.engine import Engine
+from reame.llama import Context, ContextShape, Model, set_llama_log_level
+from reame.models.gguf_facts import ModelFacts, read_facts
+from reame.models.resolve import resolve_model
+from reame.service import Service
+
+log = structlog.get_logger("reame.runtime")
+
+
+def model_file(settings: Settings) -> Path:
+    if settings.model_path is not None:
+        return resolve_model(str(settings.model_path), settings.models_dir, allow_download=False)
+    return resolve_model(
+        settings.model,
+        settings.models_dir,
+        hub_endpoint=settings.hub_endpoint,
+        allow_download=settings.allow_download,
+    )
+
+
+def plan(settings: Settings) -> tuple[Path, ModelFacts, Tuned]:
+    """What would be loaded and how it would be sized, without loading anything."""
+    path = model_file(settings)
+    facts = read_facts(path)
+    return path, facts, tune(settings, facts, usable_cores(), available_memory())
+
+
+def sampling_defaults(settings: Settings) -> dict[str, object]:
+    keys = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_tokens")
+    return {k: getattr(settings, k) for k in keys}
+
+
+class Runtime:
+    """Owns the model, the context and the engine thread; close() releases them in order."""
+
+    def __init__(self, settings: Settings) -> None:
+        set_llama_log_level(settings.log_level)
+        self.settings = settings
+        self.model_path, self.facts, self.tuned = plan(settings)
+        self.model = Model(self.model_path)
+        try:
+            shape = ContextShape(
+                self.tuned.num_cells,
+                self.tuned.batch_size,
+                self.tuned.parallel,
+                self.tuned.threads,
+            )
+            self.context = Context(self.model, shape)
+        except Exception:
+            self.model.close()
+            raise
+        self.engine = Engine(self.model, self.context, self.tuned.context_length)
+        self.engine.start()
+        self.service = Service(self.model, self.engine, sampling_defaults(settings))
+        log.info(
+            "model ready",
+            model=self.model.name,
+            path=str(self.model_path),
+            threads=self.tuned.threads,
+            context_length=self.tuned.context_length,
+            parallel=self.tuned.parallel,
+            batch_size=self.tuned.batch_size,
+        )
+
+    def close(self) -> None:
+        self.engine.close()
+        self.context.close()
+        self.model.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

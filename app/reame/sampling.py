@@ -1,0 +1,175 @@
+"""Token sampling over one logits vector: pure numpy, no model needed.
+
+Order of operations (as llama.cpp's default chain): logit bias, penalties, then either greedy
+argmax (temperature 0) or top-k, temperature, top-p, min-p and a seeded draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MAX_STOP_STRINGS = 16
+
+
+class SamplingParams(BaseModel):
+    """How to pick tokens for one sequence. Out-of-range values raise pydantic's ValidationError."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temperature: float = Field(0.8, ge=0.0, le=2.0)
+    top_k: int = Field(40, ge=0, description="0 disables top-k")
+    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    min_p: float = Field(0.05, ge=0.0, le=1.0)
+    seed: int | None = Field(None, ge=0, lt=2**63)
+    repetition_penalty: float = Field(1.0, gt=0.0, le=10.0)
+    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    penalty_last_n: int = Field(64, ge=0, description="how many recent tokens the penalties see")
+    logit_bias: dict[int, float] = Field(default_factory=dict)
+    max_tokens: int = Field(256, ge=1)
+    stop: tuple[str, ...] = ()
+    logprobs: bool = False
+    top_logprobs: int = Field(0, ge=0, le=20)
+    ignore_eos: bool = False
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _bias_in_range(cls, bias: dict[int, float]) -> dict[int, float]:
+        for token, value in bias.items():
+            if token < 0:
+                raise ValueError(f"token id {token} is negative")
+            if not -100.0 <= value <= 100.0:
+                raise ValueError(f"bias {value} for token {token} is outside [-100, 100]")
+        return bias
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_strings(cls, stop: tuple[str, ...]) -> tuple[str, ...]:
+        if len(stop) > MAX_STOP_STRINGS:
+            raise ValueError(f"at most {MAX_STOP_STRINGS} stop strings, got {len(stop)}")
+        if any(s == "" for s in stop):
+            raise ValueError("stop strings must not be empty")
+        return stop
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @property
+    def has_penalties(self) -> bool:
+        return (
+            self.repetition_penalty != 1.0
+            or self.presence_penalty != 0.0
+            or self.frequency_penalty != 0.0
+        ) and self.penalty_last_n > 0
+
+
+@dataclass(slots=True, frozen=True)
+class Sampled:
+    token: int
+    logprob: float | None = None
+    top_logprobs: tuple[tuple[int, float], ...] = ()
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - np.max(logits)
+    return shifted - np.log(np.sum(np.exp(shifted)))
+
+
+def apply_penalties(
+    logits: np.ndarray,
+    recent: Sequence[int],
+    repetition: float,
+    presence: float,
+    frequency: float,
+) -> None:
+    """In place. Repetition as llama.cpp (divide positive logits, multiply negative ones);
+    presence and frequency as OpenAI (subtract once per seen token, and per occurrence)."""
+    if not recent:
+        return
+    tokens, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)
+    values = logits[tokens]
+    if repetition != 1.0:
+        values = np.where(values > 0, values / repetition, values * repetition)
+    values = values - presence - frequency * counts
+    logits[tokens] = values
+
+
+def keep_top_candidates(
+    logits: np.ndarray, top_k: int, top_p: float, min_p: float, temperature: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate token ids and their probabilities after top-k, temperature, top-p and min-p."""
+    if 0 < top_k < logits.size:
+        ids = np.argpartition(logits, -top_k)[-top_k:]
+    else:
+        ids = np.arange(logits.size)
+    ids = ids[np.argsort(logits[ids])[::-1]]
+    scaled = logits[ids].astype(np.float64) / temperature
+    probs = np.exp(scaled - scaled[0])
+    probs /= probs.sum()
+    if top_p < 1.0:
+        # keep the smallest head whose mass reaches top_p (always at least one token)
+        cut = int(np.searchsorted(np.cumsum(probs), top_p)) + 1
+        ids, probs = ids[:cut], probs[:cut]
+    if min_p > 0.0:
+        keep = probs >= min_p * probs[0]
+        ids, probs = ids[keep], probs[keep]
+    return ids, probs / probs.sum()
+
+
+class Sampler:
+    """Picks the next token of one sequence. Holds the sequence's random generator, so a fixed
+    seed gives the same draws for the same logits."""
+
+    def __init__(self, params: SamplingParams, vocab_size: int) -> None:
+        too_big = [t for t in params.logit_bias if t >= vocab_size]
+        if too_big:
+            raise ValueError(
+                f"logit_bias token id {too_big[0]} is out of range (vocab size {vocab_size})"
+            )
+        self.params = params
+        self._rng = np.random.default_rng(params.seed)
+        self._bias_ids = np.fromiter(params.logit_bias.keys(), dtype=np.int64)
+        self._bias_values = np.fromiter(params.logit_bias.values(), dtype=np.float32)
+        self._is_plain_greedy = (
+            params.is_greedy and not params.has_penalties and not params.logit_bias
+        )
+
+    def sample(self, logits: np.ndarray, history: Sequence[int]) -> Sampled:
+        """`logits` is read, never written; `history` is the sequence's tokens so far."""
+        p = self.params
+        if self._is_plain_greedy and not p.logprobs:
+            return Sampled(int(np.argmax(logits)))
+        processed = self._processed(logits, history)
+        if p.is_greedy:
+            token = int(np.argmax(processed))
+        else:
+            ids, probs = keep_top_candidates(processed, p.top_k, p.top_p, p.min_p, p.temperature)
+            token = int(ids[self._rng.choice(ids.size, p=probs)])
+        if not p.logprobs:
+            return Sampled(token)
+        logp = log_softmax(processed.astype(np.float64))
+        top: tuple[tuple[int, float], ...] = ()
+        if p.top_logprobs:
+            best = np.argpartition(logp, -p.top_logprobs)[-p.top_logprobs :]
+            best = best[np.argsort(logp[best])[::-1]]
+            top = tuple((int(t), float(logp[t])) for t in best)
+        return Sampled(token, float(logp[token]), top)
+
+    def _processed(self, logits: np.ndarray, history: Sequence[int]) -> np.ndarray:
+        p = self.params
+        if not p.logit_bias and not p.has_penalties:
+            return logits
+        out = np.array(logits, dtype=np.float32, copy=True)
+        if p.logit_bias:
+            out[self._bias_ids] += self._bias_values
+        if p.has_penalties:
+            recent = history[-p.penalty_last_n :]
+            apply_penalties(
+                out, recent, p.repetition_penalty, p.presence_penalty, p.frequency_penalty
+            )
+        return out

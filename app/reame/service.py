@@ -1,0 +1,104 @@
+"""From what a user asks (messages or a prompt, sampling options) to engine requests and back.
+
+Streams are offered both as a plain iterator (CLI, bench) and as an async iterator (HTTP): the
+engine calls each request's sink on its own thread, and the sink hands events across.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from reame.chat_template import ChatTemplate, require_template
+from reame.engine.engine import Engine
+from reame.engine.request import Event, FinishEvent, GenerationRequest
+from reame.errors import InvalidRequestError
+from reame.llama import Model
+from reame.sampling import SamplingParams
+
+
+def build_sampling(defaults: Mapping[str, Any], **options: Any) -> SamplingParams:
+    """Request options over configured defaults; a bad value is an InvalidRequestError."""
+    values = {**defaults, **{k: v for k, v in options.items() if v is not None}}
+    try:
+        return SamplingParams(**values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        param = str(err["loc"][0]) if err["loc"] else None
+        raise InvalidRequestError(f"{param}: {err['msg']}", param=param) from exc
+
+
+class Service:
+    def __init__(self, model: Model, engine: Engine, defaults: Mapping[str, Any]) -> None:
+        self.model, self.engine = model, engine
+        self._defaults = dict(defaults)
+        self._template: ChatTemplate | None = None
+
+    def sampling(self, **options: Any) -> SamplingParams:
+        return build_sampling(self._defaults, **options)
+
+    def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        if self._template is None:
+            source = require_template(self.model.chat_template, self.model.name)
+            self._template = ChatTemplate(
+                source,
+                self.model.token_text(self.model.bos_id),
+                self.model.token_text(self.model.eos_id),
+            )
+        tokens = self.model.tokenize(self._template.render(messages))
+        # a template that writes the BOS itself must not get a second one from the tokenizer
+        if len(tokens) > 1 and tokens[0] == tokens[1] == self.model.bos_id:
+            tokens = tokens[1:]
+        return tokens
+
+    def text_prompt(self, text: str) -> list[int]:
+        return self.model.tokenize(text)
+
+    def stream(self, prompt: list[int], params: SamplingParams) -> Iterator[Event]:
+        """Events of one request; closing the iterator early aborts the request."""
+        events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        request = GenerationRequest(prompt, params)
+        self.engine.submit(request, events.put)
+        is_done = False
+        try:
+            while not is_done:
+                event = events.get()
+                is_done = isinstance(event, FinishEvent)
+                yield event
+        finally:
+            if not is_done:
+                self.engine.abort(request.request_id)
+
+    async def astream(self, prompt: list[int], params: SamplingParams) -> AsyncIterator[Event]:
+        """Like `stream`, for an asyncio loop: the loop never blocks on the engine."""
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[Event] = asyncio.Queue()
+        request = GenerationRequest(prompt, params)
+        self.engine.submit(request, lambda e: loop.call_soon_threadsafe(events.put_nowait, e))
+        is_done = False
+        try:
+            while not is_done:
+                event = await events.get()
+                is_done = isinstance(event, FinishEvent)
+                yield event
+        finally:
+            if not is_done:
+                self.engine.abort(request.request_id)
+
+    def generate(
+        self, prompt: list[int], params: SamplingParams
+    ) -> tuple[list[int], str, FinishEvent]:
+        """Run to the end: token ids, text, and the finish event."""
+        tokens: list[int] = []
+        parts: list[str] = []
+        for event in self.stream(prompt, params):
+            if isinstance(event, FinishEvent):
+                parts.append(event.text)
+                return tokens, "".join(parts), event
+            tokens.append(event.token)
+            parts.append(event.text)
+        raise RuntimeError("the engine ended a stream without a finish event")

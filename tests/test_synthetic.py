@@ -1,0 +1,85 @@
+"""Synthetic GGUF models: built from shapes, loadable by llama.cpp, cached, never half-built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reame.bench import synthetic
+from reame.bench.synthetic import SHAPES, build_synthetic, describe, synthetic_path
+from reame.errors import ConfigError
+from reame.llama import Context, ContextShape, Model
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_synthetic("test-tiny", tmp_path_factory.mktemp("synthetic"), num_threads=2)
+
+
+def test_tiny_loads_with_smollm2_tokenizer_and_decodes(tiny: Path) -> None:
+    assert tiny.name == "synthetic-test-tiny-Q4_K_M.gguf"
+    text = "Hello, world! The quick brown fox."
+    with Model(synthetic._tokenizer_source()) as smollm2:
+        expected_vocab = smollm2.vocab_size
+        expected_tokens = smollm2.tokenize(text)
+    with Model(tiny) as model:
+        assert model.vocab_size == expected_vocab == 49152
+        tokens = model.tokenize(text)
+        assert tokens == expected_tokens
+        with Context(model, ContextShape(64, 16, 1, 1)) as ctx:
+            n = len(tokens)
+            ctx.decode(tokens, list(range(n)), [0] * n, [False] * (n - 1) + [True])
+            assert np.isfinite(ctx.logits(n - 1)).all()
+            token = int(np.argmax(ctx.logits(n - 1)))
+            ctx.decode([token], [n], [0], [True])
+            assert np.isfinite(ctx.logits(0)).all()
+
+
+def test_second_build_returns_cached_file(tiny: Path) -> None:
+    before = tiny.stat().st_mtime_ns
+    again = build_synthetic("test-tiny", tiny.parent, num_threads=2)
+    assert again == tiny
+    assert again.stat().st_mtime_ns == before
+
+
+def test_a_file_that_is_not_gguf_is_rebuilt(tmp_path: Path) -> None:
+    final = synthetic_path("test-tiny", tmp_path, "Q8_0")
+    final.write_bytes(b"not a gguf")
+    assert build_synthetic("test-tiny", tmp_path, num_threads=2, quant="Q8_0") == final
+    assert final.read_bytes()[:4] == b"GGUF"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [final.name]
+
+
+def test_invalid_quant_fails_before_writing_anything(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="quantization"):
+        build_synthetic("test-tiny", tmp_path, num_threads=2, quant="Q3_BOGUS")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_interrupted_quantization_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(source: Path, target: Path, quant: str, num_threads: int) -> None:
+        assert source.read_bytes()[:4] == b"GGUF"  # the f16 file was written
+        target.write_bytes(b"GGUF half written")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(synthetic, "quantize_file", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        build_synthetic("test-tiny", tmp_path, num_threads=2)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_name_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown synthetic model"):
+        build_synthetic("gpt-5", tmp_path, num_threads=2)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_describe_states_shape_and_noise(name: str) -> None:
+    text = describe(name)
+    assert name in text and "noise" in text and "vocab 49152" in text
