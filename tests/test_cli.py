@@ -256,3 +256,53 @@ def test_bench_prints_ratios_and_checks_as_json() -> None:
         row = report["figures"][key]
         assert row["reame"] > 0 and row["plain"] > 0 and row["ratio"] > 0
     assert all(report["checks"].values()), report["checks"]
+
+
+@pytest.mark.model
+def test_run_chats_interactively_in_a_terminal() -> None:
+    import pty
+
+    main, secondary = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "app")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reame.cli.main",
+            "run",
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "24",
+            *SMALL,
+        ],
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        env=env,
+        close_fds=True,
+    )
+    os.close(secondary)
+
+    def read_until(marker: bytes, timeout: float = 120) -> bytes:
+        seen = b""
+        deadline = time.monotonic() + timeout
+        while marker not in seen and time.monotonic() < deadline:
+            try:
+                seen += os.read(main, 4096)
+            except OSError:
+                break
+        return seen
+
+    try:
+        assert b">>> " in read_until(b">>> ")
+        os.write(main, b"Name three colors.\n")
+        answer = read_until(b">>> ")
+        assert b"1. Red" in answer
+        os.write(main, b"/bye\n")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(main)

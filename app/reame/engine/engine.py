@@ -7,6 +7,7 @@ through each request's sink, called on the engine thread.
 
 from __future__ import annotations
 
+import heapq
 import queue
 import threading
 import time
@@ -59,7 +60,7 @@ class Engine:
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
-        self._free_slots = list(range(context.shape.num_sequences - 1, -1, -1))
+        self._free_slots = list(range(context.shape.num_sequences))  # a min-heap
         self._thread = threading.Thread(target=self._run, name="reame-engine", daemon=True)
 
     # -- called from any thread -------------------------------------------------------------
@@ -149,7 +150,7 @@ class Engine:
         # NOTE: every slot owns a full context of KV cells, so a free slot is all it takes
         while self._waiting and self._free_slots:
             seq = self._waiting.popleft()
-            seq.slot = self._free_slots.pop()
+            seq.slot = heapq.heappop(self._free_slots)
             self._running.append(seq)
         self.stats.num_running = len(self._running)
         self.stats.num_waiting = len(self._waiting)
@@ -157,6 +158,10 @@ class Engine:
     def _step(self) -> None:
         running = self._running
         plan = plan_step([Work(len(s.tokens), s.num_computed) for s in running], self._budget)
+        # NOTE: llama.cpp's per-sequence KV streams are much slower when a batch's sequence ids
+        # are out of order (4 decode tokens: 19 ms in order, 30 ms reversed, measured here),
+        # hence sorted batches and the lowest free slot first
+        plan.sort(key=lambda part: running[part.index].slot)
         tokens: list[int] = []
         positions: list[int] = []
         seq_ids: list[int] = []
@@ -207,7 +212,7 @@ class Engine:
     def _finish(self, seq: Sequence, reason: str, error: str | None = None) -> None:
         if seq.slot >= 0:
             self.context.remove(seq.slot)
-            self._free_slots.append(seq.slot)
+            heapq.heappush(self._free_slots, seq.slot)
             seq.slot = -1
             self._running.remove(seq)
         tail = seq.text.finish() if reason in ("stop", "length") else ""
