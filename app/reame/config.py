@@ -9,11 +9,12 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -46,6 +47,18 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
+    api_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="bearer keys; REAME_API_KEYS takes a comma list"
+    )
+    api_key_file: Path | None = Field(None, description="file with one bearer key a line")
+    metrics_auth: bool = Field(False, description="require a key for /metrics too")
+    max_waiting: int = Field(64, ge=0, description="requests queued beyond the running ones")
+    max_body_bytes: int = Field(1 << 20, ge=1024)
+    max_n: int = Field(8, ge=1, le=64, description="largest n a request may ask for")
+    drain_seconds: float = Field(30.0, ge=0, description="grace for in-flight requests on stop")
+    session_idle_seconds: float = Field(1800.0, gt=0)
+    max_sessions: int = Field(64, ge=0)
+    session_memory_mb: int = Field(1024, ge=0, description="host memory for session state")
 
     temperature: float = Field(0.8, ge=0.0, le=2.0)
     top_k: int = Field(40, ge=0)
@@ -57,7 +70,14 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "console", "json"] = "auto"
 
-    @field_validator("models_dir", "state_dir", "model_path")
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [k.strip() for k in value.split(",") if k.strip()]
+        return value
+
+    @field_validator("models_dir", "state_dir", "model_path", "api_key_file")
     @classmethod
     def _expand_user(cls, path: Path | None) -> Path | None:
         return path.expanduser() if path is not None else None

@@ -33,3 +33,9 @@ class InvalidRequestError(ReameError):
     def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+class EngineBusyError(ReameError):
+    """Every sequence and waiting place is taken: try again shortly (HTTP 429)."""
+
+    code = "server_busy"

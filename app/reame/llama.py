@@ -207,6 +207,22 @@ class Context:
         ptr = lc.llama_get_logits_ith(self._ptr, batch_index)
         return np.ctypeslib.as_array(ptr, shape=(self.model.vocab_size,))
 
+    def save_state(self, seq_id: int) -> bytes:
+        """A sequence's KV state as bytes (llama_state_seq_get_data)."""
+        size = lc.llama_state_seq_get_size(self._ptr, seq_id)
+        buf = (ctypes.c_uint8 * size)()
+        written = lc.llama_state_seq_get_data(self._ptr, buf, size, seq_id)
+        return bytes(memoryview(buf)[:written])
+
+    def load_state(self, seq_id: int, data: bytes) -> bool:
+        """Restore a saved state into a (cleared) sequence; False if llama.cpp refuses it."""
+        self.remove(seq_id)
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if lc.llama_state_seq_set_data(self._ptr, buf, len(data), seq_id) == 0:
+            self.remove(seq_id)
+            return False
+        return True
+
     def remove(self, seq_id: int, start: int = 0, end: int = -1) -> None:
         """Drop positions [start, end) of a sequence from the KV cache (end -1: to the end)."""
         lc.llama_memory_seq_rm(self._memory, seq_id, start, end)

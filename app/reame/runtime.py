@@ -59,7 +59,9 @@ class Runtime:
         except Exception:
             self.model.close()
             raise
-        self.engine = Engine(self.model, self.context, self.tuned.context_length)
+        self.engine = Engine(
+            self.model, self.context, self.tuned.context_length, settings.max_waiting
+        )
         self.engine.start()
         self.service = Service(self.model, self.engine, sampling_defaults(settings))
         log.info(

@@ -8,17 +8,43 @@ from __future__ import annotations
 
 import asyncio
 import queue
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from reame.chat_template import ChatTemplate, require_template
 from reame.engine.engine import Engine
-from reame.engine.request import Event, FinishEvent, GenerationRequest
+from reame.engine.request import Event, FinishEvent, GenerationRequest, SavedState
 from reame.errors import InvalidRequestError
 from reame.llama import Model
 from reame.sampling import SamplingParams
+
+
+@dataclass(slots=True, frozen=True)
+class Job:
+    """One engine request of a call (a call with n choices has n jobs)."""
+
+    prompt: list[int]
+    params: SamplingParams
+    prefix: SavedState | None = None
+    keep_state: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class ChoiceEvent:
+    index: int
+    event: Event
+
+
+def _threadsafe_sink(
+    loop: asyncio.AbstractEventLoop, events: asyncio.Queue[ChoiceEvent], index: int
+) -> Callable[[Event], None]:
+    def sink(event: Event) -> None:
+        loop.call_soon_threadsafe(events.put_nowait, ChoiceEvent(index, event))
+
+    return sink
 
 
 def build_sampling(defaults: Mapping[str, Any], **options: Any) -> SamplingParams:
@@ -75,18 +101,29 @@ class Service:
 
     async def astream(self, prompt: list[int], params: SamplingParams) -> AsyncIterator[Event]:
         """Like `stream`, for an asyncio loop: the loop never blocks on the engine."""
+        async for choice in self.astream_many([Job(prompt, params)]):
+            yield choice.event
+
+    async def astream_many(self, jobs: Sequence[Job]) -> AsyncIterator[ChoiceEvent]:
+        """Events of several requests, interleaved as the engine emits them; leaving early (a
+        client gone) aborts the ones still running."""
         loop = asyncio.get_running_loop()
-        events: asyncio.Queue[Event] = asyncio.Queue()
-        request = GenerationRequest(prompt, params)
-        self.engine.submit(request, lambda e: loop.call_soon_threadsafe(events.put_nowait, e))
-        is_done = False
+        events: asyncio.Queue[ChoiceEvent] = asyncio.Queue()
+        running: dict[int, GenerationRequest] = {}
         try:
-            while not is_done:
-                event = await events.get()
-                is_done = isinstance(event, FinishEvent)
-                yield event
+            for index, job in enumerate(jobs):
+                request = GenerationRequest(
+                    job.prompt, job.params, prefix=job.prefix, keep_state=job.keep_state
+                )
+                self.engine.submit(request, _threadsafe_sink(loop, events, index))
+                running[index] = request
+            while running:
+                choice = await events.get()
+                if isinstance(choice.event, FinishEvent):
+                    running.pop(choice.index)
+                yield choice
         finally:
-            if not is_done:
+            for request in running.values():
                 self.engine.abort(request.request_id)
 
     def generate(

@@ -118,9 +118,7 @@ def bench_engine(
         before = plain_greedy_loop(model, chat[0], max_tokens, plain_shape, stop_at_end=False)
         timings = {n: run_requests(runtime, chat[:n], greedy) for n in CONCURRENCY}
         after = plain_greedy_loop(model, chat[0], max_tokens, plain_shape, stop_at_end=False)
-        plain_tps = statistics.mean(
-            (len(p.tokens) - 1) / p.decode_seconds for p in (before, after)
-        )
+        plain_tps = statistics.mean((len(p.tokens) - 1) / p.decode_seconds for p in (before, after))
         for n, group in timings.items():
             # NOTE: the plain loop runs one sequence at a time: its aggregate is its single rate
             add(f"aggregate decode tok/s x{n}", aggregate_tps(group), plain_tps)

@@ -1,18 +1,25 @@
-"""`reame bench`: seeded workloads, Reame beside a plain llama-cpp-python loop, with ratios."""
+"""`reame bench`: seeded workloads, Reame beside a plain llama-cpp-python loop, with ratios; with
+--url, OpenAI-compatible servers (and Reame in process) side by side."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
 
 from reame.bench.report import as_json, as_table
 from reame.bench.runner import bench_engine
 from reame.cli.common import add_settings_flags, settings_from_args
+from reame.config import Settings
+from reame.errors import ConfigError
 from reame.runtime import Runtime
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="measure Reame against a plain llama-cpp-python loop")
+    p = sub.add_parser(
+        "bench",
+        help="measure Reame against a plain llama-cpp-python loop, or servers side by side (--url)",
+    )
     add_settings_flags(p)
     p.add_argument(
         "--synthetic",
@@ -24,24 +31,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt-tokens", type=int, default=512, help="prompt length for prefill")
     p.add_argument("--max-tokens", type=int, default=128, help="tokens generated per request")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    h = p.add_argument_group("servers (OpenAI-compatible: a running Reame, llama-server, Ollama)")
+    h.add_argument(
+        "--url",
+        action="append",
+        default=[],
+        help="bench this server instead of the plain loop; repeat to compare servers side by side, "
+        "with ratios against the first; they should serve the same model, threads and slots",
+    )
+    h.add_argument("--api-key", metavar="KEY", help="bearer token sent to every --url")
+    h.add_argument(
+        "--name",
+        action="append",
+        default=[],
+        help="a name for each --url, in order (default: its host:port)",
+    )
+    h.add_argument(
+        "--in-process",
+        action="store_true",
+        help="with --url: also run the workloads on Reame's engine in this process (model and "
+        "settings as given here), as the first target, so the ratios read HTTP over in-process",
+    )
     p.set_defaults(handler=bench)
 
 
 def bench(args: argparse.Namespace) -> int:
-    extra: dict[str, object] = {}
-    if args.synthetic:
-        from reame.bench.synthetic import build_synthetic
-
-        pre = settings_from_args(args).settings
-        threads = pre.threads or 2
-        extra["model_path"] = build_synthetic(
-            args.synthetic, pre.state_dir / "synthetic", num_threads=threads
-        )
-    settings = settings_from_args(args, **extra).settings
-
-    def progress(msg: str) -> None:
-        print(f"bench: {msg}", file=sys.stderr, flush=True)
-
+    if args.url or args.in_process:
+        return bench_servers(args)
+    settings = _settings(args)
     with Runtime(settings) as runtime:
         header = {
             "model": runtime.model.name
@@ -61,6 +78,51 @@ def bench(args: argparse.Namespace) -> int:
             "prompt_tokens": args.prompt_tokens,
             "max_tokens": args.max_tokens,
         }
-        figures = bench_engine(runtime, args.runs, args.prompt_tokens, args.max_tokens, progress)
+        figures = bench_engine(runtime, args.runs, args.prompt_tokens, args.max_tokens, _progress)
     print(as_json(header, figures) if args.json else as_table(header, figures))
     return 0
+
+
+def bench_servers(args: argparse.Namespace) -> int:
+    from reame.bench import http_report
+    from reame.bench.http_runner import run_bench
+
+    if not args.url:
+        raise ConfigError(
+            "--in-process adds Reame's engine beside --url targets: give at least one --url "
+            "(`reame bench` alone compares the engine with a plain loop)"
+        )
+    if args.synthetic and not args.in_process:
+        raise ConfigError("--synthetic builds a model for --in-process; a server loads its own")
+    runtime_cm = Runtime(_settings(args)) if args.in_process else nullcontext()
+    with runtime_cm as runtime:
+        header, figures = run_bench(
+            args.url,
+            args.name,
+            args.api_key,
+            runtime,
+            args.runs,
+            args.prompt_tokens,
+            args.max_tokens,
+            _progress,
+        )
+    report = http_report.as_json if args.json else http_report.as_table
+    print(report(header, figures))
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    extra: dict[str, object] = {}
+    if args.synthetic:
+        from reame.bench.synthetic import build_synthetic
+
+        pre = settings_from_args(args).settings
+        threads = pre.threads or 2
+        extra["model_path"] = build_synthetic(
+            args.synthetic, pre.state_dir / "synthetic", num_threads=threads
+        )
+    return settings_from_args(args, **extra).settings
+
+
+def _progress(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 import structlog
 
+from reame import metrics
 from reame.detokenize import TextStream
-from reame.engine.request import FinishEvent, GenerationRequest, Sink, TokenEvent
+from reame.engine.request import FinishEvent, GenerationRequest, SavedState, Sink, TokenEvent
 from reame.engine.schedule import Work, plan_step
 from reame.engine.sequence import Sequence
-from reame.errors import InvalidRequestError
+from reame.errors import EngineBusyError, InvalidRequestError
 from reame.llama import Context, DecodeError, Model
 from reame.sampling import Sampler
 
@@ -52,9 +53,14 @@ class Engine:
     """Continuous batching over one llama context: a request joins the running batch at the
     next step, a finished one leaves it, an aborted one frees its sequence at the next step."""
 
-    def __init__(self, model: Model, context: Context, context_length: int) -> None:
+    def __init__(
+        self, model: Model, context: Context, context_length: int, max_waiting: int = 64
+    ) -> None:
         self.model, self.context = model, context
         self.context_length = context_length
+        self._max_in_flight = context.shape.num_sequences + max_waiting
+        self._num_in_flight = 0
+        self._in_flight_lock = threading.Lock()
         self.stats = EngineStats()
         self._budget = context.shape.batch_size
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -87,6 +93,12 @@ class Engine:
             raise InvalidRequestError(str(exc), param="logit_bias") from exc
         seq = Sequence(request, sink, sampler, TextStream(request.params.stop))
         seq.tokens.extend(request.prompt)
+        with self._in_flight_lock:
+            if self._num_in_flight >= self._max_in_flight:
+                raise EngineBusyError(
+                    f"all {self._max_in_flight} request places are taken; retry shortly"
+                )
+            self._num_in_flight += 1
         self._inbox.put(seq)
 
     @property
@@ -152,8 +164,25 @@ class Engine:
             seq = self._waiting.popleft()
             seq.slot = heapq.heappop(self._free_slots)
             self._running.append(seq)
+            if seq.request.prefix is not None:
+                self._restore(seq, seq.request.prefix)
         self.stats.num_running = len(self._running)
         self.stats.num_waiting = len(self._waiting)
+        metrics.RUNNING.set(len(self._running))
+        metrics.WAITING.set(len(self._waiting))
+
+    def _restore(self, seq: Sequence, prefix: SavedState) -> None:
+        """Load a saved state and keep its common prefix with the prompt; at least the last
+        prompt token is computed again, since its logits pick the first new token."""
+        common = 0
+        for a, b in zip(prefix.tokens, seq.request.prompt[:-1], strict=False):
+            if a != b:
+                break
+            common += 1
+        if common == 0 or not self.context.load_state(seq.slot, prefix.data):
+            return
+        self.context.remove(seq.slot, common)
+        seq.num_computed = seq.num_cached = common
 
     def _step(self) -> None:
         running = self._running
@@ -187,6 +216,8 @@ class Engine:
             return
         stats = self.stats
         stats.last_step_seconds = time.perf_counter() - started
+        metrics.STEP_SECONDS.observe(stats.last_step_seconds)
+        metrics.STEP_SEQUENCES.observe(len(plan))
         stats.num_steps += 1
         stats.num_tokens_computed += len(tokens)
         stats.last_sequences_in_step = len(plan)
@@ -210,10 +241,26 @@ class Engine:
             self._finish(seq, "length")
 
     def _finish(self, seq: Sequence, reason: str, error: str | None = None) -> None:
+        state = None
+        if seq.slot >= 0 and seq.request.keep_state and reason in ("stop", "length"):
+            kept = tuple(seq.tokens[: seq.num_computed])
+            state = SavedState(kept, self.context.save_state(seq.slot))
         if seq.slot >= 0:
             self.context.remove(seq.slot)
             heapq.heappush(self._free_slots, seq.slot)
             seq.slot = -1
             self._running.remove(seq)
+        with self._in_flight_lock:
+            self._num_in_flight -= 1
         tail = seq.text.finish() if reason in ("stop", "length") else ""
-        seq.sink(FinishEvent(reason, tail, seq.num_prompt, max(seq.num_generated, 0), error=error))
+        seq.sink(
+            FinishEvent(
+                reason,
+                tail,
+                seq.num_prompt,
+                max(seq.num_generated, 0),
+                seq.num_cached,
+                error=error,
+                state=state,
+            )
+        )

@@ -9,11 +9,25 @@ from uuid import uuid4
 from reame.sampling import SamplingParams
 
 
+@dataclass(slots=True, frozen=True)
+class SavedState:
+    """A sequence's KV state and the tokens it holds (what a session keeps between turns)."""
+
+    tokens: tuple[int, ...]
+    data: bytes
+
+    @property
+    def num_bytes(self) -> int:
+        return len(self.data)
+
+
 @dataclass(slots=True)
 class GenerationRequest:
     prompt: list[int]
     params: SamplingParams
     request_id: str = field(default_factory=lambda: uuid4().hex)
+    prefix: SavedState | None = None  # restored instead of computing its common prefix
+    keep_state: bool = False  # the finish event carries the sequence's state
 
 
 @dataclass(slots=True, frozen=True)
@@ -36,6 +50,7 @@ class FinishEvent:
     num_completion_tokens: int
     num_cached_tokens: int = 0
     error: str | None = None
+    state: SavedState | None = None
 
 
 Event = TokenEvent | FinishEvent

@@ -19,6 +19,7 @@ class Sequence:
     tokens: list[int] = field(default_factory=list)
     slot: int = -1  # llama seq_id while admitted
     num_computed: int = 0  # tokens[:num_computed] are in the KV cache
+    num_cached: int = 0  # prompt tokens restored rather than computed
     is_aborted: bool = False
 
     @property

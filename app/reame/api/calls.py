@@ -1,0 +1,187 @@
+"""One OpenAI call (chat or completion, streamed or not) from a validated body to its response.
+
+No HTTP here: the server hands in a body and writes out what comes back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from uuid import uuid4
+
+from reame import metrics
+from reame.api import openai_format as fmt
+from reame.api.errors import ApiError
+from reame.api.schemas import ChatRequest, CompletionRequest
+from reame.api.sse import DONE, frame
+from reame.engine.request import FinishEvent, TokenEvent
+from reame.errors import InvalidRequestError
+from reame.runtime import Runtime
+from reame.service import Job
+from reame.sessions import SessionStore
+
+
+@dataclass(slots=True)
+class Served:
+    """What a call needs of the server: the runtime, the sessions, the model's names."""
+
+    runtime: Runtime
+    sessions: SessionStore
+    model_id: str
+    model_names: frozenset[str]
+    max_n: int
+
+
+class Call:
+    def __init__(
+        self, served: Served, body: ChatRequest | CompletionRequest, session_id: str | None
+    ) -> None:
+        if body.model not in served.model_names:
+            raise ApiError(
+                404,
+                f"The model '{body.model}' does not exist; this server serves '{served.model_id}'",
+                "model",
+                "model_not_found",
+            )
+        if body.n > served.max_n:
+            raise ApiError(
+                400,
+                f"n is {body.n}, above this server's limit of {served.max_n}",
+                "n",
+                "invalid_value",
+            )
+        self.served, self.body = served, body
+        self.is_chat = isinstance(body, ChatRequest)
+        self.rid = ("chatcmpl-" if self.is_chat else "cmpl-") + uuid4().hex[:24]
+        self.created = int(time.time())
+        self.started = time.perf_counter()
+        self.session_id = session_id
+        service = served.runtime.service
+        params = service.sampling(**body.sampling_options())
+        if self.is_chat:
+            prompts = [service.chat_prompt([m.as_template_input() for m in body.messages])]
+        else:
+            prompts = [p if isinstance(p, list) else service.text_prompt(p) for p in body.prompts()]
+        prefix = None
+        if session_id is not None:
+            session = served.sessions.get(session_id)
+            prefix = session.state if session else None
+        self.jobs: list[Job] = []
+        for prompt in prompts:
+            for k in range(body.n):
+                seed = params.seed + k if params.seed is not None else None
+                first = k == 0 and prompt is prompts[0] and session_id is not None
+                self.jobs.append(
+                    Job(
+                        prompt,
+                        params.model_copy(update={"seed": seed}),
+                        prefix if first else None,
+                        keep_state=first,
+                    )
+                )
+        self.choices = [fmt.Choice(i) for i in range(len(self.jobs))]
+        self.is_first_token_seen = False
+
+    @property
+    def with_logprobs(self) -> bool:
+        return bool(self.body.logprobs is not None and self.body.logprobs is not False)
+
+    def _piece(self, token: int) -> str:
+        return self.served.runtime.model.piece(token).decode("utf-8", "replace")
+
+    def _totals(self) -> dict[str, object]:
+        """Each prompt counts once, however many choices it has (as OpenAI counts it)."""
+        firsts = range(0, len(self.jobs), self.body.n)
+        prompt = sum(len(self.jobs[i].prompt) for i in firsts)
+        cached = sum(f.num_cached_tokens for i in firsts if (f := self.choices[i].finish))
+        completion = sum(c.finish.num_completion_tokens for c in self.choices if c.finish)
+        return fmt.usage(prompt, completion, cached)
+
+    async def _events(self) -> AsyncIterator[tuple[fmt.Choice, TokenEvent | FinishEvent]]:
+        service = self.served.runtime.service
+        try:
+            async for item in service.astream_many(self.jobs):
+                choice, event = self.choices[item.index], item.event
+                if isinstance(event, TokenEvent):
+                    if not self.is_first_token_seen:
+                        self.is_first_token_seen = True
+                        metrics.TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - self.started)
+                    choice.parts.append(event.text)
+                    if self.with_logprobs:
+                        choice.logprobs.append(event)
+                else:
+                    choice.parts.append(event.text)
+                    choice.finish = event
+                    self._account(item.index, event)
+                yield choice, event
+        except InvalidRequestError as exc:
+            raise ApiError(400, str(exc), exc.param, exc.code) from exc
+
+    def _account(self, index: int, event: FinishEvent) -> None:
+        if event.reason in ("error", "abort"):
+            return
+        metrics.GENERATED_TOKENS.inc(event.num_completion_tokens)
+        if index % self.body.n == 0:
+            metrics.PROMPT_TOKENS.inc(event.num_prompt_tokens)
+            metrics.CACHED_PROMPT_TOKENS.inc(event.num_cached_tokens)
+        if event.state is not None and self.session_id is not None:
+            self.served.sessions.save(self.session_id, event.state)
+            metrics.SESSIONS.set(len(self.served.sessions))
+            metrics.SESSION_BYTES.set(self.served.sessions.num_bytes)
+
+    async def response(self) -> dict[str, object]:
+        async for _ in self._events():
+            pass
+        failed = [
+            c.finish for c in self.choices if c.finish and c.finish.reason in ("error", "abort")
+        ]
+        if failed:
+            raise ApiError(
+                503 if failed[0].reason == "abort" else 500,
+                failed[0].error or "the server stopped before the answer was complete",
+            )
+        build = fmt.chat_response if self.is_chat else fmt.completion_response
+        return build(
+            self.rid,
+            self.created,
+            self.served.model_id,
+            self.choices,
+            self._piece,
+            self.with_logprobs,
+            self._totals(),
+        )
+
+    async def frames(self) -> AsyncIterator[str]:
+        """SSE frames: a role chunk per choice first (chat), deltas, finish chunks, usage, DONE."""
+        model = self.served.model_id
+        if self.is_chat:
+            for c in self.choices:
+                yield frame(
+                    fmt.chat_chunk(
+                        self.rid, self.created, model, c.index, {"role": "assistant", "content": ""}
+                    )
+                )
+        async for choice, event in self._events():
+            if isinstance(event, TokenEvent):
+                if event.text or self.with_logprobs:
+                    yield frame(self._delta(choice.index, event.text, None, [event]))
+                continue
+            if event.reason in ("error", "abort"):
+                error = ApiError(500, event.error or "the server stopped before the end")
+                yield frame(error.body())
+                continue
+            yield frame(self._delta(choice.index, event.text, fmt.finish_reason(event), []))
+        if self.body.include_usage:
+            obj = "chat.completion.chunk" if self.is_chat else "text_completion"
+            yield frame(fmt.usage_chunk(self.rid, self.created, model, obj, self._totals()))
+        yield DONE
+
+    def _delta(self, index: int, text: str, finish: str | None, events: list[TokenEvent]) -> dict:
+        model = self.served.model_id
+        if self.is_chat:
+            lp = fmt.chat_logprobs(events, self._piece) if self.with_logprobs and events else None
+            delta = {"content": text} if text or not finish else {}
+            return fmt.chat_chunk(self.rid, self.created, model, index, delta, finish, lp)
+        lp = fmt.completion_logprobs(events, self._piece) if self.with_logprobs and events else None
+        return fmt.completion_chunk(self.rid, self.created, model, index, text, finish, lp)

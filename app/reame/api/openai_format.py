@@ -1,0 +1,172 @@
+"""Response bodies and stream chunks of the OpenAI API, built from engine events. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from reame.engine.request import FinishEvent, TokenEvent
+
+Piece = Callable[[int], str]  # token id -> its text, for logprobs
+
+
+@dataclass(slots=True)
+class Choice:
+    """What one choice accumulated: its text, its tokens' logprobs, how it ended."""
+
+    index: int
+    parts: list[str] = field(default_factory=list)
+    logprobs: list[TokenEvent] = field(default_factory=list)
+    finish: FinishEvent | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def usage(num_prompt: int, num_completion: int, num_cached: int) -> dict[str, object]:
+    return {
+        "prompt_tokens": num_prompt,
+        "completion_tokens": num_completion,
+        "total_tokens": num_prompt + num_completion,
+        "prompt_tokens_details": {"cached_tokens": num_cached},
+    }
+
+
+def finish_reason(event: FinishEvent) -> str:
+    return "length" if event.reason == "length" else "stop"
+
+
+def chat_logprobs(events: list[TokenEvent], piece: Piece) -> dict[str, object]:
+    def entry(token: int, logprob: float) -> dict[str, object]:
+        text = piece(token)
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+
+    return {
+        "content": [
+            {
+                **entry(e.token, e.logprob or 0.0),
+                "top_logprobs": [entry(t, lp) for t, lp in e.top_logprobs],
+            }
+            for e in events
+        ]
+    }
+
+
+def completion_logprobs(
+    events: list[TokenEvent], piece: Piece, offset: int = 0
+) -> dict[str, object]:
+    tokens = [piece(e.token) for e in events]
+    offsets = []
+    for text in tokens:
+        offsets.append(offset)
+        offset += len(text)
+    return {
+        "tokens": tokens,
+        "token_logprobs": [e.logprob for e in events],
+        "top_logprobs": [{piece(t): lp for t, lp in e.top_logprobs} for e in events],
+        "text_offset": offsets,
+    }
+
+
+def chat_response(
+    rid: str,
+    created: int,
+    model: str,
+    choices: list[Choice],
+    piece: Piece,
+    with_logprobs: bool,
+    totals: dict[str, object],
+) -> dict[str, object]:
+    return {
+        "id": rid,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": c.index,
+                "message": {"role": "assistant", "content": c.text},
+                "logprobs": chat_logprobs(c.logprobs, piece) if with_logprobs else None,
+                "finish_reason": finish_reason(c.finish) if c.finish else None,
+            }
+            for c in choices
+        ],
+        "usage": totals,
+    }
+
+
+def completion_response(
+    rid: str,
+    created: int,
+    model: str,
+    choices: list[Choice],
+    piece: Piece,
+    with_logprobs: bool,
+    totals: dict[str, object],
+) -> dict[str, object]:
+    return {
+        "id": rid,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": c.index,
+                "text": c.text,
+                "logprobs": completion_logprobs(c.logprobs, piece) if with_logprobs else None,
+                "finish_reason": finish_reason(c.finish) if c.finish else None,
+            }
+            for c in choices
+        ],
+        "usage": totals,
+    }
+
+
+def chat_chunk(
+    rid: str,
+    created: int,
+    model: str,
+    index: int,
+    delta: dict[str, object],
+    finish: str | None = None,
+    logprobs: dict[str, object] | None = None,
+) -> dict[str, object]:
+    return {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [
+            {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+        ],
+    }
+
+
+def completion_chunk(
+    rid: str,
+    created: int,
+    model: str,
+    index: int,
+    text: str,
+    finish: str | None = None,
+    logprobs: dict[str, object] | None = None,
+) -> dict[str, object]:
+    return {
+        "id": rid,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [{"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}],
+    }
+
+
+def usage_chunk(rid: str, created: int, model: str, obj: str, totals: dict[str, object]) -> dict:
+    return {
+        "id": rid,
+        "object": obj,
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": totals,
+    }

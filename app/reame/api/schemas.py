@@ -1,0 +1,137 @@
+"""Request bodies of the OpenAI API as Reame accepts them (pydantic; unknown fields are refused).
+
+Reame's own knobs are extra fields, documented in the README: top_k, min_p, repetition_penalty,
+ignore_eos, session_id.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
+    name: str | None = None
+
+    def as_template_input(self) -> dict[str, str]:
+        content = self.content
+        if isinstance(content, list):
+            content = "".join(part.text for part in content)
+        role = "system" if self.role == "developer" else self.role
+        return {"role": role, "content": content or ""}
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    include_usage: bool = False
+
+
+class _Common(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    seed: int | None = Field(None, ge=0, lt=2**63)
+    stop: str | list[str] | None = None
+    n: int = Field(1, ge=1)
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    logit_bias: dict[str, float] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = None
+    metadata: dict[str, str] | None = None
+    # Reame's extras
+    top_k: int | None = Field(None, ge=0)
+    min_p: float | None = Field(None, ge=0.0, le=1.0)
+    repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
+    ignore_eos: bool = False
+    session_id: str | None = Field(None, min_length=1, max_length=128)
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_list(cls, stop: str | list[str] | None) -> list[str] | None:
+        if stop is None:
+            return None
+        stops = [stop] if isinstance(stop, str) else stop
+        if len(stops) > 4:
+            raise ValueError("at most 4 stop sequences")
+        return stops
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _bias_keys(cls, bias: dict[str, float] | None) -> dict[str, float] | None:
+        for key in bias or {}:
+            if not key.lstrip("-").isdigit():
+                raise ValueError(f"logit_bias keys are token ids, got {key!r}")
+        return bias
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+    def sampling_options(self) -> dict[str, object]:
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "stop": tuple(self.stop) if self.stop else None,
+            "presence_penalty": self.presence_penalty,
+            "frequency_penalty": self.frequency_penalty,
+            "logit_bias": {int(k): v for k, v in self.logit_bias.items()}
+            if self.logit_bias
+            else None,
+            "top_k": self.top_k,
+            "min_p": self.min_p,
+            "repetition_penalty": self.repetition_penalty,
+            "ignore_eos": self.ignore_eos or None,
+        }
+
+
+class ChatRequest(_Common):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+
+    def sampling_options(self) -> dict[str, object]:
+        return {
+            **super().sampling_options(),
+            "max_tokens": self.max_completion_tokens or self.max_tokens,
+            "logprobs": self.logprobs or None,
+            "top_logprobs": self.top_logprobs if self.logprobs else None,
+        }
+
+
+class CompletionRequest(_Common):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    logprobs: int | None = Field(None, ge=0, le=5)
+    echo: Literal[False] = False
+
+    def prompts(self) -> list[str | list[int]]:
+        p = self.prompt
+        if isinstance(p, str):
+            return [p]
+        if p and all(isinstance(x, int) for x in p):
+            return [p]  # type: ignore[list-item]
+        return list(p)  # type: ignore[arg-type]
+
+    def sampling_options(self) -> dict[str, object]:
+        return {
+            **super().sampling_options(),
+            "max_tokens": self.max_tokens or 16,  # OpenAI's default for completions
+            "logprobs": self.logprobs is not None or None,
+            "top_logprobs": self.logprobs,
+        }

@@ -1,0 +1,60 @@
+"""Every Prometheus metric Reame exports, in one registry (named by Prometheus conventions)."""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+disable_created_metrics()  # NOTE: *_created series only add noise to a dashboard
+REGISTRY = CollectorRegistry()
+
+_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+REQUESTS = Counter(
+    "reame_requests", "HTTP requests by route and status", ["route", "status"], registry=REGISTRY
+)
+REQUEST_SECONDS = Histogram(
+    "reame_request_duration_seconds",
+    "Time from request to last byte",
+    ["route"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+TIME_TO_FIRST_TOKEN = Histogram(
+    "reame_time_to_first_token_seconds",
+    "Time from request to its first generated token",
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+PROMPT_TOKENS = Counter("reame_prompt_tokens", "Prompt tokens received", registry=REGISTRY)
+CACHED_PROMPT_TOKENS = Counter(
+    "reame_cached_prompt_tokens", "Prompt tokens restored instead of computed", registry=REGISTRY
+)
+GENERATED_TOKENS = Counter("reame_generated_tokens", "Tokens generated", registry=REGISTRY)
+RUNNING = Gauge("reame_running_sequences", "Sequences being computed", registry=REGISTRY)
+WAITING = Gauge("reame_waiting_requests", "Requests waiting for a free sequence", registry=REGISTRY)
+STEP_SECONDS = Histogram(
+    "reame_engine_step_seconds",
+    "Time of one llama_decode over the batch",
+    buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5),
+    registry=REGISTRY,
+)
+STEP_SEQUENCES = Histogram(
+    "reame_engine_step_sequences",
+    "Sequences sharing one llama_decode",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+    registry=REGISTRY,
+)
+SESSIONS = Gauge("reame_sessions", "Conversations whose state is kept", registry=REGISTRY)
+SESSION_BYTES = Gauge("reame_session_bytes", "Bytes of kept session state", registry=REGISTRY)
+
+
+def exposition() -> tuple[bytes, str]:
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

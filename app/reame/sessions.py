@@ -1,0 +1,106 @@
+"""Conversations whose computed state is kept between turns, so a turn computes only what is new.
+
+Bounded in number and in bytes (least recently used goes first) and expired when idle. Used from
+one event loop only, so it holds no locks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from reame.engine.request import SavedState
+
+
+@dataclass(slots=True)
+class Session:
+    session_id: str
+    created: float
+    last_used: float
+    state: SavedState | None = None
+    num_turns: int = 0
+
+    @property
+    def num_bytes(self) -> int:
+        return self.state.num_bytes if self.state else 0
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "id": self.session_id,
+            "object": "session",
+            "created": int(self.created),
+            "last_used": int(self.last_used),
+            "turns": self.num_turns,
+            "cached_tokens": len(self.state.tokens) if self.state else 0,
+            "bytes": self.num_bytes,
+        }
+
+
+class SessionStore:
+    def __init__(
+        self,
+        max_sessions: int,
+        max_bytes: int,
+        idle_seconds: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.max_sessions, self.max_bytes, self.idle_seconds = max_sessions, max_bytes, idle_seconds
+        self._clock = clock
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(s.num_bytes for s in self._sessions.values())
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def get(self, session_id: str) -> Session | None:
+        self.expire()
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session.last_used = self._clock()
+            self._sessions.move_to_end(session_id)
+        return session
+
+    def open(self, session_id: str) -> Session:
+        session = self.get(session_id)
+        if session is None:
+            now = self._clock()
+            session = self._sessions[session_id] = Session(session_id, now, now)
+            self._evict(keep=session_id)
+        return session
+
+    def save(self, session_id: str, state: SavedState) -> None:
+        session = self.open(session_id)
+        session.num_turns += 1
+        session.last_used = self._clock()
+        # NOTE: a state larger than the whole budget is not kept; the session lives on without it
+        session.state = state if state.num_bytes <= self.max_bytes else None
+        self._sessions.move_to_end(session_id)
+        self._evict(keep=session_id)
+
+    def delete(self, session_id: str) -> bool:
+        return self._sessions.pop(session_id, None) is not None
+
+    def list(self) -> list[Session]:
+        self.expire()
+        return list(self._sessions.values())
+
+    def expire(self) -> int:
+        cutoff = self._clock() - self.idle_seconds
+        stale = [sid for sid, s in self._sessions.items() if s.last_used < cutoff]
+        for sid in stale:
+            del self._sessions[sid]
+        return len(stale)
+
+    def _evict(self, keep: str) -> None:
+        for sid in list(self._sessions):
+            if len(self._sessions) <= self.max_sessions and self.num_bytes <= self.max_bytes:
+                return
+            if sid != keep:
+                del self._sessions[sid]
+        if len(self._sessions) > self.max_sessions:
+            self._sessions.pop(keep, None)

@@ -1,0 +1,66 @@
+"""A real `reame serve` on 127.0.0.1 for the HTTP tests, started as a user would start it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("REAME_")}
+        full_env["PYTHONPATH"] = str(Path(__file__).parents[1] / "app")
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "reame.cli.main", "serve", "--port", str(self.port), *args],
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"reame serve exited: {self.proc.stderr.read()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("reame serve did not become healthy")
+
+    def metric(self, name: str, labels: str = "") -> float:
+        """One sample of /metrics, e.g. metric("reame_running_sequences")."""
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        wanted = f"{name}{{{labels}}}" if labels else name
+        for line in text.splitlines():
+            if line.startswith(wanted + " "):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
