@@ -18,23 +18,16 @@ from reame.bench.http_runner import (
     PREFILL,
     SCALING,
     TTFT,
-    BenchTargetError,
-    ChunkTally,
     HttpFigures,
-    Messages,
-    SseDecoder,
-    Timeline,
     aggregate_key,
     aggregate_tps,
-    api_base,
     bench_targets,
-    chat_request_body,
     exact_check,
     prefill_tps,
-    read_stream,
     summarize,
-    target_names,
 )
+from reame.bench.sse_reader import BenchTargetError, ChunkTally, SseDecoder, read_stream
+from reame.bench.targets import Messages, Timeline, api_base, chat_request_body, target_names
 from reame.bench.workloads import filler_text, topics
 from reame.errors import ConfigError
 

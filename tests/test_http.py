@@ -364,3 +364,43 @@ def test_a_full_queue_is_a_429_with_retry_after_and_sigterm_drains() -> None:
         assert srv.proc.wait(timeout=30) == 0
     finally:
         srv.stop()
+
+
+def test_bench_measures_a_server_over_http(server: ServerProcess) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {"PYTHONPATH": str(Path(__file__).parents[1] / "app"), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reame.cli.main",
+            "bench",
+            "--url",
+            server.url,
+            "--name",
+            "reame",
+            "--api-key",
+            KEY,
+            "--runs",
+            "1",
+            "--max-tokens",
+            "6",
+            "--prompt-tokens",
+            "32",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["targets"] == ["reame"]
+    rows = report["figures"]
+    for key in ("time to first token s", "aggregate decode tok/s x1", "aggregate decode tok/s x4"):
+        assert rows[key]["reame"] > 0
+    assert all(report["checks"].values()), report["checks"]

@@ -69,6 +69,10 @@ def completion_logprobs(
     }
 
 
+def _envelope(rid: str, created: int, model: str, obj: str, choices: list[dict]) -> dict:
+    return {"id": rid, "object": obj, "created": created, "model": model, "choices": choices}
+
+
 def chat_response(
     rid: str,
     created: int,
@@ -78,22 +82,16 @@ def chat_response(
     with_logprobs: bool,
     totals: dict[str, object],
 ) -> dict[str, object]:
-    return {
-        "id": rid,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "choices": [
-            {
-                "index": c.index,
-                "message": {"role": "assistant", "content": c.text},
-                "logprobs": chat_logprobs(c.logprobs, piece) if with_logprobs else None,
-                "finish_reason": finish_reason(c.finish) if c.finish else None,
-            }
-            for c in choices
-        ],
-        "usage": totals,
-    }
+    body = [
+        {
+            "index": c.index,
+            "message": {"role": "assistant", "content": c.text},
+            "logprobs": chat_logprobs(c.logprobs, piece) if with_logprobs else None,
+            "finish_reason": finish_reason(c.finish) if c.finish else None,
+        }
+        for c in choices
+    ]
+    return {**_envelope(rid, created, model, "chat.completion", body), "usage": totals}
 
 
 def completion_response(
@@ -105,22 +103,16 @@ def completion_response(
     with_logprobs: bool,
     totals: dict[str, object],
 ) -> dict[str, object]:
-    return {
-        "id": rid,
-        "object": "text_completion",
-        "created": created,
-        "model": model,
-        "choices": [
-            {
-                "index": c.index,
-                "text": c.text,
-                "logprobs": completion_logprobs(c.logprobs, piece) if with_logprobs else None,
-                "finish_reason": finish_reason(c.finish) if c.finish else None,
-            }
-            for c in choices
-        ],
-        "usage": totals,
-    }
+    body = [
+        {
+            "index": c.index,
+            "text": c.text,
+            "logprobs": completion_logprobs(c.logprobs, piece) if with_logprobs else None,
+            "finish_reason": finish_reason(c.finish) if c.finish else None,
+        }
+        for c in choices
+    ]
+    return {**_envelope(rid, created, model, "text_completion", body), "usage": totals}
 
 
 def chat_chunk(
@@ -132,15 +124,8 @@ def chat_chunk(
     finish: str | None = None,
     logprobs: dict[str, object] | None = None,
 ) -> dict[str, object]:
-    return {
-        "id": rid,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": [
-            {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
-        ],
-    }
+    choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+    return _envelope(rid, created, model, "chat.completion.chunk", [choice])
 
 
 def completion_chunk(
@@ -152,21 +137,9 @@ def completion_chunk(
     finish: str | None = None,
     logprobs: dict[str, object] | None = None,
 ) -> dict[str, object]:
-    return {
-        "id": rid,
-        "object": "text_completion",
-        "created": created,
-        "model": model,
-        "choices": [{"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}],
-    }
+    choice = {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
+    return _envelope(rid, created, model, "text_completion", [choice])
 
 
 def usage_chunk(rid: str, created: int, model: str, obj: str, totals: dict[str, object]) -> dict:
-    return {
-        "id": rid,
-        "object": obj,
-        "created": created,
-        "model": model,
-        "choices": [],
-        "usage": totals,
-    }
+    return {**_envelope(rid, created, model, obj, []), "usage": totals}

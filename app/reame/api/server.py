@@ -4,7 +4,6 @@ that imports sanic; everything it serves is built in calls.py, openai_format.py 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,11 +16,12 @@ from sanic.exceptions import BadRequest, MethodNotAllowed, NotFound, PayloadTooL
 from sanic.response import HTTPResponse, json, raw
 
 from reame import metrics
+from reame.api.auth import is_authorized, load_api_keys
 from reame.api.calls import Call, Served
 from reame.api.errors import ApiError, from_validation_error
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.config import Settings
-from reame.errors import ConfigError, EngineBusyError, InvalidRequestError
+from reame.errors import EngineBusyError, InvalidRequestError
 from reame.runtime import Runtime
 from reame.sessions import SessionStore
 
@@ -34,28 +34,6 @@ SESSION_HEADER = "x-reame-session"
 class ServerState:
     num_active: int = 0  # calls being answered, streams included
     is_draining: bool = False
-
-
-def load_api_keys(settings: Settings) -> list[str]:
-    keys = list(settings.api_keys)
-    if settings.api_key_file is not None:
-        try:
-            lines = settings.api_key_file.read_text().splitlines()
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read api_key_file {settings.api_key_file}: {exc.strerror}"
-            ) from exc
-        keys += [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-    return keys
-
-
-def is_authorized(header: str | None, keys: list[str]) -> bool:
-    """Constant-time over every key, so timing says nothing about which prefix matched."""
-    given = (header or "").removeprefix("Bearer ").strip().encode()
-    matched = False
-    for key in keys:
-        matched |= hmac.compare_digest(given, key.encode())
-    return matched
 
 
 def model_names(settings: Settings, runtime: Runtime) -> tuple[str, frozenset[str]]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from contextlib import nullcontext
 
@@ -84,8 +85,7 @@ def bench(args: argparse.Namespace) -> int:
 
 
 def bench_servers(args: argparse.Namespace) -> int:
-    from reame.bench import http_report
-    from reame.bench.http_runner import run_bench
+    from reame.bench import http_report, http_runner
 
     if not args.url:
         raise ConfigError(
@@ -96,15 +96,17 @@ def bench_servers(args: argparse.Namespace) -> int:
         raise ConfigError("--synthetic builds a model for --in-process; a server loads its own")
     runtime_cm = Runtime(_settings(args)) if args.in_process else nullcontext()
     with runtime_cm as runtime:
-        header, figures = run_bench(
-            args.url,
-            args.name,
-            args.api_key,
-            runtime,
-            args.runs,
-            args.prompt_tokens,
-            args.max_tokens,
-            _progress,
+        header, figures = asyncio.run(
+            http_runner.bench_servers(
+                args.url,
+                args.name,
+                args.api_key,
+                runtime,
+                args.runs,
+                args.prompt_tokens,
+                args.max_tokens,
+                _progress,
+            )
         )
     report = http_report.as_json if args.json else http_report.as_table
     print(report(header, figures))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import queue
+import sys
 import threading
 import time
 from collections import deque
@@ -26,6 +27,8 @@ from reame.llama import Context, DecodeError, Model
 from reame.sampling import Sampler
 
 log = structlog.get_logger("reame.engine")
+
+SWITCH_INTERVAL_SECONDS = 0.001
 
 
 @dataclass(slots=True)
@@ -72,6 +75,9 @@ class Engine:
     # -- called from any thread -------------------------------------------------------------
 
     def start(self) -> None:
+        # NOTE: after each llama_decode the engine thread needs the GIL back at once; with the
+        # default 5 ms switch interval a busy event loop thread can hold it through a whole step
+        sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
         self._thread.start()
 
     def submit(self, request: GenerationRequest, sink: Sink) -> None:

@@ -1,0 +1,178 @@
+"""The targets `reame bench --url` measures: an OpenAI-compatible server over HTTP, or Reame's
+engine in this process; each streams a chat completion and times it as a Timeline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
+
+import httpx
+
+from reame.bench.sse_reader import BenchTargetError, read_stream
+from reame.engine.request import FinishEvent, TokenEvent
+from reame.errors import ConfigError
+
+if TYPE_CHECKING:
+    from reame.runtime import Runtime
+
+IN_PROCESS = "in-process"
+Messages = list[dict[str, Any]]
+
+
+@dataclass(slots=True)
+class Timeline:
+    """One request as the client saw it. `first`: the first chunk carrying content."""
+
+    submitted: float
+    first: float = 0.0
+    finished: float = 0.0
+    num_tokens: int = 0
+    num_prompt_tokens: int = 0  # 0 when the server did not say
+
+    @property
+    def ttft(self) -> float:
+        return self.first - self.submitted
+
+
+class Target(Protocol):
+    name: str
+    detail: str  # what it is, for the report's header
+
+    async def stream(self, messages: Messages, max_tokens: int) -> Timeline: ...
+
+    async def aclose(self) -> None: ...
+
+
+def api_base(url: str) -> str:
+    """`host:port`, `http://host:port/` and `http://host:port/v1` (OpenAI clients' base URL)
+    all name the same server."""
+    url = url.strip().rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    return url.removesuffix("/v1")
+
+
+def default_name(url: str) -> str:
+    return urlsplit(api_base(url)).netloc or url
+
+
+def target_names(urls: Sequence[str], names: Sequence[str], in_process: bool) -> list[str]:
+    """Names of the URL targets: --name in order, then host:port."""
+    if len(names) > len(urls):
+        raise ConfigError(f"{len(names)} --name for {len(urls)} --url: give at most one per --url")
+    out = [*names, *(default_name(u) for u in urls[len(names) :])]
+    taken = [IN_PROCESS, *out] if in_process else out
+    if len(set(taken)) != len(taken):
+        raise ConfigError(f"target names must differ, got {', '.join(taken)}: use --name")
+    return out
+
+
+def chat_request_body(model: str, messages: Messages, max_tokens: int) -> dict[str, Any]:
+    return {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        # not OpenAI's, but llama-server and Reame accept it: every request generates exactly
+        # max_tokens tokens, so all targets do the same work
+        "ignore_eos": True,
+    }
+
+
+async def _check_status(response: httpx.Response, what: str) -> None:
+    if response.status_code >= 400:
+        body = (await response.aread()).decode(errors="replace").strip()
+        raise BenchTargetError(f"{what}: HTTP {response.status_code}: {body[:300]}")
+
+
+class HttpTarget:
+    """An OpenAI-compatible server, over one pooled httpx client."""
+
+    def __init__(self, client: httpx.AsyncClient, name: str, base: str, model: str) -> None:
+        self._client = client
+        self.name, self.base, self.model = name, base, model
+        self.detail = f"{base} (model {model})"
+
+    @classmethod
+    async def open(cls, url: str, name: str, api_key: str | None = None) -> HttpTarget:
+        """Connects and takes the first model the server lists."""
+        base = api_base(url)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # a long prompt on a busy CPU can keep the first chunk back for minutes
+        timeout = httpx.Timeout(30.0, read=600.0)
+        client = httpx.AsyncClient(headers=headers, timeout=timeout)
+        try:
+            response = await client.get(f"{base}/v1/models")
+            await _check_status(response, f"{name}: GET {base}/v1/models")
+            data = response.json().get("data") or []
+            if not data:
+                raise BenchTargetError(f"{name}: {base}/v1/models lists no model")
+            return cls(client, name, base, str(data[0]["id"]))
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            await client.aclose()
+            raise BenchTargetError(f"{name}: {base}/v1/models: {_describe(exc)}") from exc
+        except BaseException:
+            await client.aclose()
+            raise
+
+    async def stream(self, messages: Messages, max_tokens: int) -> Timeline:
+        body = chat_request_body(self.model, messages, max_tokens)
+        url = f"{self.base}/v1/chat/completions"
+        timeline = Timeline(time.perf_counter())
+        try:
+            async with self._client.stream("POST", url, json=body) as response:
+                await _check_status(response, f"{self.name}: POST {url}")
+                await read_stream(response.aiter_text(), timeline)
+        except httpx.HTTPError as exc:
+            raise BenchTargetError(f"{self.name}: POST {url}: {_describe(exc)}") from exc
+        return timeline
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _describe(exc: BaseException) -> str:
+    # some httpx errors (timeouts) have an empty message
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+class InProcessTarget:
+    """Reame's engine in this process, through the same Service the HTTP layer uses."""
+
+    def __init__(self, runtime: Runtime, name: str = IN_PROCESS) -> None:
+        self._runtime = runtime
+        self.name = name
+        tuned = runtime.tuned
+        self.detail = (
+            f"Reame's engine in this process ({runtime.model.name}, {tuned.threads} threads, "
+            f"parallel {tuned.parallel}, context {tuned.context_length})"
+        )
+
+    async def stream(self, messages: Messages, max_tokens: int) -> Timeline:
+        service = self._runtime.service
+        # the clock starts before templating and tokenizing: a server does both inside its
+        # time to first token too
+        timeline = Timeline(time.perf_counter())
+        prompt = service.chat_prompt(messages)
+        params = service.sampling(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+        timeline.num_prompt_tokens = len(prompt)
+        async for event in service.astream(prompt, params):
+            now = time.perf_counter()
+            if isinstance(event, TokenEvent):
+                if event.text and not timeline.first:
+                    timeline.first = now
+            elif isinstance(event, FinishEvent):
+                if event.reason == "error":
+                    raise BenchTargetError(f"{self.name}: {event.error}")
+                timeline.finished = now
+                timeline.first = timeline.first or now
+                timeline.num_tokens = event.num_completion_tokens
+        return timeline
+
+    async def aclose(self) -> None:
+        """The runtime belongs to the caller."""

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from reame.engine.request import SavedState
+from reame.sessions import SessionStore
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def state(num_bytes: int) -> SavedState:
+    return SavedState(tuple(range(4)), b"x" * num_bytes)
+
+
+def test_a_saved_state_comes_back_and_counts_turns() -> None:
+    store = SessionStore(4, 1000, 60)
+    store.save("a", state(10))
+    store.save("a", state(20))
+    session = store.get("a")
+    assert session is not None and session.num_turns == 2 and session.num_bytes == 20
+
+
+def test_the_least_recently_used_goes_first_when_there_are_too_many() -> None:
+    clock = Clock()
+    store = SessionStore(2, 1000, 60, clock)
+    for sid in ("a", "b"):
+        clock.now += 1
+        store.save(sid, state(10))
+    store.get("a")
+    store.save("c", state(10))
+    assert sorted(s.session_id for s in store.list()) == ["a", "c"]
+
+
+def test_the_byte_budget_holds() -> None:
+    store = SessionStore(10, 100, 60)
+    for sid in ("a", "b", "c"):
+        store.save(sid, state(40))
+    assert store.num_bytes <= 100
+    assert store.get("c") is not None and store.get("a") is None
+
+
+def test_a_state_larger_than_the_budget_is_not_kept() -> None:
+    store = SessionStore(10, 100, 60)
+    store.save("big", state(500))
+    session = store.get("big")
+    assert session is not None and session.state is None and store.num_bytes == 0
+
+
+def test_idle_sessions_expire() -> None:
+    clock = Clock()
+    store = SessionStore(10, 1000, 60, clock)
+    store.save("a", state(1))
+    clock.now += 61
+    assert store.get("a") is None
+    assert store.list() == []
+
+
+def test_delete_says_whether_there_was_a_session() -> None:
+    store = SessionStore(10, 1000, 60)
+    store.open("a")
+    assert store.delete("a") is True
+    assert store.delete("a") is False
