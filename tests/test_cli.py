@@ -17,11 +17,20 @@ import pytest
 SMALL = ["--threads", "2", "--parallel", "1", "--context-length", "512"]
 
 
-def reame(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+REAME = [sys.executable, "-m", "reame.cli.main"]
+GREEDY_RUN = ["run", "--temperature", "0", "--max-tokens", "24", *SMALL]
+
+
+def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REAME_")}
     env["PYTHONPATH"] = str(Path(__file__).parents[1] / "app")
+    return env
+
+
+def reame(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = clean_env()
     return subprocess.run(
-        [sys.executable, "-m", "reame.cli.main", *args],
+        [*REAME, *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -84,23 +93,12 @@ def test_run_answers_one_prompt_on_stdout() -> None:
 
 @pytest.mark.model
 def test_run_reads_the_prompt_from_a_pipe() -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "app")}
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reame.cli.main",
-            "run",
-            "--temperature",
-            "0",
-            "--max-tokens",
-            "24",
-            *SMALL,
-        ],
+        [*REAME, *GREEDY_RUN],
+        env=clean_env(),
         input="Name three colors.",
         capture_output=True,
         text=True,
-        env=env,
         timeout=300,
     )
     assert out.returncode == 0, out.stderr
@@ -263,23 +261,12 @@ def test_run_chats_interactively_in_a_terminal() -> None:
     import pty
 
     main, secondary = pty.openpty()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "app")}
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "reame.cli.main",
-            "run",
-            "--temperature",
-            "0",
-            "--max-tokens",
-            "24",
-            *SMALL,
-        ],
+        [*REAME, *GREEDY_RUN],
+        env=clean_env(),
         stdin=secondary,
         stdout=secondary,
         stderr=secondary,
-        env=env,
         close_fds=True,
     )
     os.close(secondary)

@@ -141,8 +141,7 @@ class Call:
                 503 if failed[0].reason == "abort" else 500,
                 failed[0].error or "the server stopped before the answer was complete",
             )
-        build = fmt.chat_response if self.is_chat else fmt.completion_response
-        return build(
+        return fmt.response(
             self.rid,
             self.created,
             self.served.model_id,
@@ -150,6 +149,7 @@ class Call:
             self._piece,
             self.with_logprobs,
             self._totals(),
+            self.is_chat,
         )
 
     async def frames(self) -> AsyncIterator[str]:

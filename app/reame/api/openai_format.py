@@ -73,7 +73,7 @@ def _envelope(rid: str, created: int, model: str, obj: str, choices: list[dict])
     return {"id": rid, "object": obj, "created": created, "model": model, "choices": choices}
 
 
-def chat_response(
+def response(
     rid: str,
     created: int,
     model: str,
@@ -81,38 +81,25 @@ def chat_response(
     piece: Piece,
     with_logprobs: bool,
     totals: dict[str, object],
+    is_chat: bool,
 ) -> dict[str, object]:
-    body = [
-        {
-            "index": c.index,
-            "message": {"role": "assistant", "content": c.text},
-            "logprobs": chat_logprobs(c.logprobs, piece) if with_logprobs else None,
-            "finish_reason": finish_reason(c.finish) if c.finish else None,
-        }
-        for c in choices
-    ]
-    return {**_envelope(rid, created, model, "chat.completion", body), "usage": totals}
-
-
-def completion_response(
-    rid: str,
-    created: int,
-    model: str,
-    choices: list[Choice],
-    piece: Piece,
-    with_logprobs: bool,
-    totals: dict[str, object],
-) -> dict[str, object]:
-    body = [
-        {
-            "index": c.index,
-            "text": c.text,
-            "logprobs": completion_logprobs(c.logprobs, piece) if with_logprobs else None,
-            "finish_reason": finish_reason(c.finish) if c.finish else None,
-        }
-        for c in choices
-    ]
-    return {**_envelope(rid, created, model, "text_completion", body), "usage": totals}
+    """A whole (non-streamed) chat.completion or text_completion."""
+    logprobs_of = chat_logprobs if is_chat else completion_logprobs
+    body = []
+    for c in choices:
+        answer = (
+            {"message": {"role": "assistant", "content": c.text}} if is_chat else {"text": c.text}
+        )
+        body.append(
+            {
+                "index": c.index,
+                **answer,
+                "logprobs": logprobs_of(c.logprobs, piece) if with_logprobs else None,
+                "finish_reason": finish_reason(c.finish) if c.finish else None,
+            }
+        )
+    obj = "chat.completion" if is_chat else "text_completion"
+    return {**_envelope(rid, created, model, obj, body), "usage": totals}
 
 
 def chat_chunk(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reame.bench.cells import cell
 from reame.bench.http_runner import SCALING, HttpFigures
 
 SAME_SETUP = (
@@ -35,12 +36,6 @@ def as_json(header: dict[str, Any], figures: HttpFigures) -> str:
     return json.dumps(as_dict(header, figures), indent=2)
 
 
-def _cell(value: float | None, is_ratio: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.2f}x" if is_ratio else f"{value:.3f}" if value < 10 else f"{value:.1f}"
-
-
 def _row(label: str, first: int, cells: list[str], widths: list[int]) -> str:
     return label.ljust(first) + "".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))
 
@@ -58,9 +53,9 @@ def as_table(header: dict[str, Any], figures: HttpFigures) -> str:
     first = max(len(m) for m in [*figures.rows, "metric"]) + 2
     lines.append(_row("metric", first, titles, widths))
     for metric, row in figures.rows.items():
-        cells = [_cell(row.get(n), is_ratio=metric == SCALING) for n in figures.targets]
+        cells = [cell(row.get(n), is_ratio=metric == SCALING) for n in figures.targets]
         ratios = figures.ratios.get(metric, {})
-        cells += [_cell(ratios.get(n), is_ratio=True) for n in figures.targets[1:]]
+        cells += [cell(ratios.get(n), is_ratio=True) for n in figures.targets[1:]]
         lines.append(_row(metric, first, cells, widths))
     lines.append("")
     for name, ok in figures.checks.items():

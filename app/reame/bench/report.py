@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reame.bench.cells import cell
 from reame.bench.runner import Figures
 
 
@@ -16,22 +17,16 @@ def as_json(header: dict[str, Any], figures: Figures) -> str:
     return json.dumps(as_dict(header, figures), indent=2)
 
 
-def _cell(value: float | None, is_ratio: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.2f}x" if is_ratio else f"{value:.3f}" if value < 10 else f"{value:.1f}"
-
-
 def as_table(header: dict[str, Any], figures: Figures) -> str:
     lines = [f"{k}: {v}" for k, v in header.items()]
     lines.append("")
     width = max(len(k) for k in figures.rows) + 2
     lines.append(f"{'metric':<{width}}{'reame':>10}{'plain loop':>12}{'ratio':>9}")
     for key, row in figures.rows.items():
-        reame = _cell(row["reame"], is_ratio=key.startswith("x4 over"))
+        reame = cell(row["reame"], is_ratio=key.startswith("x4 over"))
         lines.append(
-            f"{key:<{width}}{reame:>10}{_cell(row['plain']):>12}"
-            f"{_cell(row['ratio'], is_ratio=True):>9}"
+            f"{key:<{width}}{reame:>10}{cell(row['plain']):>12}"
+            f"{cell(row['ratio'], is_ratio=True):>9}"
         )
     lines.append("")
     for name, ok in figures.checks.items():
