@@ -404,3 +404,33 @@ def test_bench_measures_a_server_over_http(server: ServerProcess) -> None:
     for key in ("time to first token s", "aggregate decode tok/s x1", "aggregate decode tok/s x4"):
         assert rows[key]["reame"] > 0
     assert all(report["checks"].values()), report["checks"]
+
+
+def test_keys_from_a_file_and_the_environment_can_guard_metrics(tmp_path) -> None:
+    key_file = tmp_path / "keys"
+    key_file.write_text("# rotated monthly\nfrom-file\n")
+    srv = ServerProcess(
+        "--threads",
+        "2",
+        "--parallel",
+        "1",
+        "--context-length",
+        "256",
+        env={
+            "REAME_API_KEY_FILE": str(key_file),
+            "REAME_API_KEYS": "from-env",
+            "REAME_METRICS_AUTH": "true",
+        },
+    )
+    try:
+        for key in ("from-file", "from-env"):
+            r = httpx.get(f"{srv.url}/v1/models", headers={"authorization": f"Bearer {key}"})
+            assert r.status_code == 200
+        assert_openai_error(httpx.get(f"{srv.url}/metrics"), 401, "API key")
+        ok = httpx.get(f"{srv.url}/metrics", headers={"authorization": "Bearer from-env"})
+        assert ok.status_code == 200 and "reame_requests_total" in ok.text
+        assert httpx.get(f"{srv.url}/health").status_code == 200
+    finally:
+        srv.stop()
+    logs = srv.proc.stderr.read() + srv.proc.stdout.read()
+    assert "from-file" not in logs and "from-env" not in logs  # keys are never logged
