@@ -75,6 +75,14 @@ def test_chat_answers_with_usage(client: OpenAI) -> None:
     assert r.usage.prompt_tokens_details.cached_tokens == 0
 
 
+def test_the_running_gauge_returns_to_idle_after_an_answer(
+    client: OpenAI, server: ServerProcess
+) -> None:
+    client.chat.completions.create(model=MODEL, messages=COLORS, temperature=0, max_tokens=5)
+    assert server.metric("reame_running_sequences") == 0
+    assert server.metric("reame_waiting_requests") == 0
+
+
 def test_completion_takes_a_string_or_a_list_of_prompts(client: OpenAI) -> None:
     one = client.completions.create(
         model=MODEL, prompt="The capital of France is", temperature=0, max_tokens=4

@@ -172,6 +172,9 @@ class Engine:
             self._running.append(seq)
             if seq.request.prefix is not None:
                 self._restore(seq, seq.request.prefix)
+        self._publish_counts()
+
+    def _publish_counts(self) -> None:
         self.stats.num_running = len(self._running)
         self.stats.num_waiting = len(self._waiting)
         metrics.RUNNING.set(len(self._running))
@@ -258,6 +261,7 @@ class Engine:
             self._running.remove(seq)
         with self._in_flight_lock:
             self._num_in_flight -= 1
+        self._publish_counts()  # NOTE: before the event, so a caller that saw it sees the count
         tail = seq.text.finish() if reason in ("stop", "length") else ""
         seq.sink(
             FinishEvent(
