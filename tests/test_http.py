@@ -221,6 +221,14 @@ def test_a_prompt_longer_than_the_context_gives_the_counts(server: ServerProcess
     assert "1024" in error["message"] and error["param"] == "prompt"
 
 
+def test_a_streamed_call_that_cannot_be_served_is_still_an_http_error(
+    server: ServerProcess,
+) -> None:
+    long_chat = [{"role": "user", "content": "word " * 1100}]
+    body = {"model": MODEL, "messages": long_chat, "max_tokens": 4, "stream": True}
+    assert_openai_error(raw(server, "POST", "/v1/chat/completions", json=body), 400, "tokens")
+
+
 def test_a_body_over_the_limit_is_a_413(server: ServerProcess) -> None:
     body = {"model": MODEL, "prompt": "x" * 70_000}
     assert_openai_error(raw(server, "POST", "/v1/completions", json=body), 413, "larger")
@@ -366,6 +374,8 @@ def test_a_full_queue_is_a_429_with_retry_after_and_sigterm_drains() -> None:
             )
             assert_openai_error(busy, 429, "retry")
             assert busy.headers["retry-after"] == "1"
+            streamed = httpx.post(f"{srv.url}/v1/chat/completions", json=body, timeout=30)
+            assert_openai_error(streamed, 429, "retry")
             srv.proc.send_signal(signal.SIGTERM)
             rest = [line for line in lines if line]
         assert rest[-1] == "data: [DONE]"  # the stream in flight was drained, not cut

@@ -16,7 +16,7 @@ from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.api.sse import DONE, frame
 from reame.engine.request import FinishEvent, TokenEvent
-from reame.errors import InvalidRequestError
+from reame.errors import EngineBusyError, InvalidRequestError
 from reame.runtime import Runtime
 from reame.service import Job
 from reame.sessions import SessionStore
@@ -80,6 +80,13 @@ class Call:
                         keep_state=first,
                     )
                 )
+        # NOTE: checked here, before any byte is sent: once a stream has begun, an error can no
+        # longer be an HTTP status
+        engine = served.runtime.engine
+        for job in self.jobs:
+            engine.check(job.prompt, job.params)
+        if not engine.has_room(len(self.jobs)):
+            raise EngineBusyError("every sequence and waiting place is taken; retry shortly")
         self.choices = [fmt.Choice(i) for i in range(len(self.jobs))]
         self.is_first_token_seen = False
 

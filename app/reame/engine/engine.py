@@ -24,7 +24,7 @@ from reame.engine.schedule import Work, plan_step
 from reame.engine.sequence import Sequence
 from reame.errors import EngineBusyError, InvalidRequestError
 from reame.llama import Context, DecodeError, Model
-from reame.sampling import Sampler
+from reame.sampling import Sampler, SamplingParams
 
 log = structlog.get_logger("reame.engine")
 
@@ -80,9 +80,10 @@ class Engine:
         sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
         self._thread.start()
 
-    def submit(self, request: GenerationRequest, sink: Sink) -> None:
-        """Queue a request; raises InvalidRequestError at once if it can never be served."""
-        num_prompt = len(request.prompt)
+    def check(self, prompt: list[int], params: SamplingParams) -> Sampler:
+        """Raise InvalidRequestError if this can never be served; else its sampler. Callers that
+        must answer before streaming starts check first; submit checks again."""
+        num_prompt = len(prompt)
         if num_prompt == 0:
             raise InvalidRequestError("the prompt is empty", param="prompt")
         if num_prompt >= self.context_length:
@@ -91,12 +92,21 @@ class Engine:
                 f"{self.context_length} tokens; shorten the prompt or raise context_length",
                 param="prompt",
             )
-        if any(not 0 <= t < self.model.vocab_size for t in request.prompt):
+        if any(not 0 <= t < self.model.vocab_size for t in prompt):
             raise InvalidRequestError("the prompt holds token ids outside the vocabulary", "prompt")
         try:
-            sampler = Sampler(request.params, self.model.vocab_size)
+            return Sampler(params, self.model.vocab_size)
         except ValueError as exc:
             raise InvalidRequestError(str(exc), param="logit_bias") from exc
+
+    def has_room(self, count: int) -> bool:
+        """Whether `count` more requests would be accepted now (a hint: others may race)."""
+        return self._num_in_flight + count <= self._max_in_flight
+
+    def submit(self, request: GenerationRequest, sink: Sink) -> None:
+        """Queue a request; raises InvalidRequestError at once if it can never be served, and
+        EngineBusyError if every running and waiting place is taken."""
+        sampler = self.check(request.prompt, request.params)
         seq = Sequence(request, sink, sampler, TextStream(request.params.stop))
         seq.tokens.extend(request.prompt)
         with self._in_flight_lock:
