@@ -56,13 +56,13 @@ def test_greedy_output_is_the_same_while_four_others_share_its_batches(smollm2: 
     def run(i: int) -> None:
         results[i] = smollm2.service.generate(prompts[i], greedy(smollm2, max_tokens=60))[0]
 
-    before = smollm2.engine.stats.max_sequences_in_step
+    before = smollm2.engine.max_sequences_in_step
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert smollm2.engine.stats.max_sequences_in_step == 5 or before == 5
+    assert smollm2.engine.max_sequences_in_step == 5 or before == 5
     assert [results[i] for i in range(len(prompts))] == expected
 
 
@@ -71,12 +71,12 @@ def test_a_request_joins_a_running_batch(smollm2: Runtime) -> None:
         prompt(smollm2, QUESTIONS[0]), greedy(smollm2, max_tokens=120)
     )
     next(long_one)  # the first request is decoding now
-    smollm2.engine.stats.max_sequences_in_step = 0
+    smollm2.engine.max_sequences_in_step = 0
     tokens, _, _ = smollm2.service.generate(
         prompt(smollm2, QUESTIONS[2]), greedy(smollm2, max_tokens=10)
     )
     assert len(tokens) >= 1
-    assert smollm2.engine.stats.max_sequences_in_step >= 2
+    assert smollm2.engine.max_sequences_in_step >= 2
     long_one.close()
 
 
@@ -136,9 +136,9 @@ def test_closing_a_stream_aborts_it_and_frees_its_sequence(smollm2: Runtime) -> 
     next(stream)
     stream.close()
     deadline = time.monotonic() + 2.0
-    while smollm2.engine.stats.num_running and time.monotonic() < deadline:
+    while smollm2.engine.num_running and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert smollm2.engine.stats.num_running == 0
+    assert smollm2.engine.num_running == 0
 
 
 def test_a_prompt_longer_than_the_context_is_refused(smollm2: Runtime) -> None:

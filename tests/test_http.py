@@ -347,16 +347,15 @@ def test_the_session_header_works_too(client: OpenAI, server: ServerProcess) -> 
     raw(server, "DELETE", "/v1/sessions/s-2")
 
 
-def test_a_full_queue_is_a_429_with_retry_after_and_sigterm_drains() -> None:
-    srv = ServerProcess(
-        "--threads",
-        "2",
-        "--parallel",
-        "1",
-        "--context-length",
-        "512",
-        env={"REAME_MAX_WAITING": "0"},
+def one_slot_server(context_length: int, env: dict[str, str]) -> ServerProcess:
+    """A second, small server for the tests that need their own settings."""
+    return ServerProcess(
+        "--threads", "2", "--parallel", "1", "--context-length", str(context_length), env=env
     )
+
+
+def test_a_full_queue_is_a_429_with_retry_after_and_sigterm_drains() -> None:
+    srv = one_slot_server(512, {"REAME_MAX_WAITING": "0"})
     try:
         body = {
             "model": MODEL,
@@ -427,14 +426,9 @@ def test_bench_measures_a_server_over_http(server: ServerProcess) -> None:
 def test_keys_from_a_file_and_the_environment_can_guard_metrics(tmp_path) -> None:
     key_file = tmp_path / "keys"
     key_file.write_text("# rotated monthly\nfrom-file\n")
-    srv = ServerProcess(
-        "--threads",
-        "2",
-        "--parallel",
-        "1",
-        "--context-length",
-        "256",
-        env={
+    srv = one_slot_server(
+        256,
+        {
             "REAME_API_KEY_FILE": str(key_file),
             "REAME_API_KEYS": "from-env",
             "REAME_METRICS_AUTH": "true",

@@ -22,8 +22,11 @@ log = structlog.get_logger("reame.llama")
 
 _LOG_LEVELS = {1: "debug", 2: "info", 3: "warning", 4: "error"}
 _GGML_LOG_CONT = 5
+_GGML_LOG_ERROR = 4
 _log_line: list[bytes] = []
 _log_state = {"min_level": 3, "level": 2}  # llama.cpp is chatty: warnings and errors by default
+# NOTE: while a model loads, its errors are kept for the one-line error we raise, not logged
+_load_errors: list[str] | None = None
 _is_backend_ready = False
 
 
@@ -44,8 +47,12 @@ def _route_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> No
         return
     line = b"".join(_log_line).decode("utf-8", "replace").rstrip()
     _log_line.clear()
-    if line:
-        getattr(log, _LOG_LEVELS.get(_log_state["level"], "debug"))("llama.cpp", message=line)
+    if not line:
+        return
+    if _load_errors is not None and _log_state["level"] == _GGML_LOG_ERROR:
+        _load_errors.append(line)
+        return
+    getattr(log, _LOG_LEVELS.get(_log_state["level"], "debug"))("llama.cpp", message=line)
 
 
 def _init_backend() -> None:
@@ -71,11 +78,18 @@ class Model:
         _init_backend()
         params = lc.llama_model_default_params()
         params.n_gpu_layers = 0
-        ptr = lc.llama_model_load_from_file(str(path).encode(), params)
+        global _load_errors
+        _load_errors = []
+        try:
+            ptr = lc.llama_model_load_from_file(str(path).encode(), params)
+        finally:
+            errors, _load_errors = _load_errors, None
         if not ptr:
+            cause = errors[0].split("error loading model: ")[-1] if errors else "no reason given"
             raise ModelLoadError(
-                f"llama.cpp could not load {path}: the file is damaged, truncated or of an "
-                "architecture this llama.cpp does not know; re-download it (`reame pull MODEL`)"
+                f"llama.cpp could not load {path} ({cause}): the file is damaged, truncated or "
+                "of an architecture this llama.cpp does not know; re-download it "
+                "(`reame pull MODEL`)"
             )
         self.path = path
         self._ptr = ptr
@@ -87,7 +101,20 @@ class Model:
         template = lc.llama_model_chat_template(ptr, None)
         self.chat_template: str | None = template.decode() if template else None
         self.name = self.meta("general.name") or path.stem
+        self.architecture = self.meta("general.architecture") or "unknown"
+        self.num_layers: int = lc.llama_model_n_layer(ptr)
+        self.kv_bytes_per_token = self._kv_bytes_per_token()
         self._pieces: dict[int, bytes] = {}
+
+    def _kv_bytes_per_token(self) -> int:
+        """f16 K and V of one token over all layers (head sizes from the metadata when set)."""
+        num_heads = max(lc.llama_model_n_head(self._ptr), 1)
+        default_dim = lc.llama_model_n_embd(self._ptr) // num_heads
+        dims = [
+            int(self.meta(f"{self.architecture}.attention.{kind}_length") or default_dim)
+            for kind in ("key", "value")
+        ]
+        return 2 * self.num_layers * lc.llama_model_n_head_kv(self._ptr) * sum(dims)
 
     def meta(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(4096)

@@ -10,7 +10,7 @@ from reame.autotune import Tuned, available_memory, tune, usable_cores
 from reame.config import Settings
 from reame.engine.engine import Engine
 from reame.llama import Context, ContextShape, Model, set_llama_log_level
-from reame.models.gguf_facts import ModelFacts, read_facts
+from reame.models.gguf_facts import ModelFacts
 from reame.models.resolve import resolve_model
 from reame.service import Service
 
@@ -28,11 +28,30 @@ def model_file(settings: Settings) -> Path:
     )
 
 
+def facts_of(model: Model) -> ModelFacts:
+    return ModelFacts(
+        path=model.path,
+        architecture=model.architecture,
+        name=model.name,
+        file_size=model.path.stat().st_size,
+        context_train=model.context_train,
+        num_layers=model.num_layers,
+        kv_bytes_per_token=model.kv_bytes_per_token,
+        has_chat_template=model.chat_template is not None,
+    )
+
+
+def size(settings: Settings, model: Model) -> tuple[ModelFacts, Tuned]:
+    facts = facts_of(model)
+    return facts, tune(settings, facts, usable_cores(), available_memory())
+
+
 def plan(settings: Settings) -> tuple[Path, ModelFacts, Tuned]:
-    """What would be loaded and how it would be sized, without loading anything."""
+    """What would be loaded and how it would be sized (the weights are mmapped, never read)."""
     path = model_file(settings)
-    facts = read_facts(path)
-    return path, facts, tune(settings, facts, usable_cores(), available_memory())
+    with Model(path) as model:
+        facts, tuned = size(settings, model)
+    return path, facts, tuned
 
 
 def sampling_defaults(settings: Settings) -> dict[str, object]:
@@ -46,9 +65,10 @@ class Runtime:
     def __init__(self, settings: Settings) -> None:
         set_llama_log_level(settings.log_level)
         self.settings = settings
-        self.model_path, self.facts, self.tuned = plan(settings)
+        self.model_path = model_file(settings)
         self.model = Model(self.model_path)
         try:
+            self.facts, self.tuned = size(settings, self.model)
             shape = ContextShape(
                 self.tuned.num_cells,
                 self.tuned.batch_size,

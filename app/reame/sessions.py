@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reame import metrics
 from reame.engine.request import SavedState
 
 
@@ -71,6 +72,7 @@ class SessionStore:
             now = self._clock()
             session = self._sessions[session_id] = Session(session_id, now, now)
             self._evict(keep=session_id)
+            self._publish()
         return session
 
     def save(self, session_id: str, state: SavedState) -> None:
@@ -81,9 +83,12 @@ class SessionStore:
         session.state = state if state.num_bytes <= self.max_bytes else None
         self._sessions.move_to_end(session_id)
         self._evict(keep=session_id)
+        self._publish()
 
     def delete(self, session_id: str) -> bool:
-        return self._sessions.pop(session_id, None) is not None
+        is_deleted = self._sessions.pop(session_id, None) is not None
+        self._publish()
+        return is_deleted
 
     def list(self) -> list[Session]:
         self.expire()
@@ -94,7 +99,13 @@ class SessionStore:
         stale = [sid for sid, s in self._sessions.items() if s.last_used < cutoff]
         for sid in stale:
             del self._sessions[sid]
+        if stale:
+            self._publish()
         return len(stale)
+
+    def _publish(self) -> None:
+        metrics.SESSIONS.set(len(self._sessions))
+        metrics.SESSION_BYTES.set(self.num_bytes)
 
     def _evict(self, keep: str) -> None:
         for sid in list(self._sessions):

@@ -59,6 +59,7 @@ class Call:
         self.session_id = session_id
         service = served.runtime.service
         params = service.sampling(**body.sampling_options())
+        self.with_logprobs = params.logprobs
         if self.is_chat:
             prompts = [service.chat_prompt([m.as_template_input() for m in body.messages])]
         else:
@@ -89,10 +90,6 @@ class Call:
             raise EngineBusyError("every sequence and waiting place is taken; retry shortly")
         self.choices = [fmt.Choice(i) for i in range(len(self.jobs))]
         self.is_first_token_seen = False
-
-    @property
-    def with_logprobs(self) -> bool:
-        return bool(self.body.logprobs is not None and self.body.logprobs is not False)
 
     def _piece(self, token: int) -> str:
         return self.served.runtime.model.piece(token).decode("utf-8", "replace")
@@ -134,8 +131,6 @@ class Call:
             metrics.CACHED_PROMPT_TOKENS.inc(event.num_cached_tokens)
         if event.state is not None and self.session_id is not None:
             self.served.sessions.save(self.session_id, event.state)
-            metrics.SESSIONS.set(len(self.served.sessions))
-            metrics.SESSION_BYTES.set(self.served.sessions.num_bytes)
 
     async def response(self) -> dict[str, object]:
         async for _ in self._events():

@@ -42,12 +42,11 @@ def model_names(settings: Settings, runtime: Runtime) -> tuple[str, frozenset[st
     return model_id, frozenset({model_id, spec, runtime.model.name, runtime.model_path.stem})
 
 
-def create_app(runtime: Runtime, settings: Settings) -> Sanic:
+def create_app(runtime: Runtime, settings: Settings, keys: list[str]) -> Sanic:
     app = Sanic("reame", configure_logging=False)
     app.config.MOTD = False
     app.config.REQUEST_MAX_SIZE = settings.max_body_bytes
     app.config.GRACEFUL_SHUTDOWN_TIMEOUT = settings.drain_seconds
-    keys = load_api_keys(settings)
     model_id, names = model_names(settings, runtime)
     sessions = SessionStore(
         settings.max_sessions, settings.session_memory_mb * 2**20, settings.session_idle_seconds
@@ -166,8 +165,6 @@ def create_app(runtime: Runtime, settings: Settings) -> Sanic:
     async def delete_session(_: Request, session_id: str) -> HTTPResponse:
         if not sessions.delete(session_id):
             raise ApiError(404, f"No session '{session_id}'", "session_id", "session_not_found")
-        metrics.SESSIONS.set(len(sessions))
-        metrics.SESSION_BYTES.set(sessions.num_bytes)
         return json({"id": session_id, "object": "session.deleted", "deleted": True})
 
     @app.exception(Exception)
@@ -243,8 +240,8 @@ def observe(request: Request, status: int) -> None:
 
 def run_server(settings: Settings) -> None:
     keys = load_api_keys(settings)
-    runtime = Runtime(settings)
-    app = create_app(runtime, settings)
+    runtime = Runtime(settings)  # NOTE: after the keys, so a bad key file fails before loading
+    app = create_app(runtime, settings, keys)
     log.info("serving", url=f"http://{settings.host}:{settings.port}", auth=bool(keys))
     if not keys:
         log.warning("no API keys configured: the server is unauthenticated", host=settings.host)

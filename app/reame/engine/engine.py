@@ -31,19 +31,6 @@ log = structlog.get_logger("reame.engine")
 SWITCH_INTERVAL_SECONDS = 0.001
 
 
-@dataclass(slots=True)
-class EngineStats:
-    """Counters read by benchmarks and metrics (written only by the engine thread)."""
-
-    num_steps: int = 0
-    num_tokens_computed: int = 0
-    max_sequences_in_step: int = 0
-    last_sequences_in_step: int = 0
-    last_step_seconds: float = 0.0
-    num_running: int = 0
-    num_waiting: int = 0
-
-
 @dataclass(slots=True, frozen=True)
 class _Abort:
     request_id: str
@@ -64,7 +51,7 @@ class Engine:
         self._max_in_flight = context.shape.num_sequences + max_waiting
         self._num_in_flight = 0
         self._in_flight_lock = threading.Lock()
-        self.stats = EngineStats()
+        self.max_sequences_in_step = 0  # read by tests and the bench; the rest is in metrics
         self._budget = context.shape.batch_size
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._waiting: deque[Sequence] = deque()
@@ -116,6 +103,10 @@ class Engine:
                 )
             self._num_in_flight += 1
         self._inbox.put(seq)
+
+    @property
+    def num_running(self) -> int:
+        return len(self._running)
 
     @property
     def is_alive(self) -> bool:
@@ -185,8 +176,6 @@ class Engine:
         self._publish_counts()
 
     def _publish_counts(self) -> None:
-        self.stats.num_running = len(self._running)
-        self.stats.num_waiting = len(self._waiting)
         metrics.RUNNING.set(len(self._running))
         metrics.WAITING.set(len(self._waiting))
 
@@ -230,17 +219,13 @@ class Engine:
         try:
             self.context.decode(tokens, positions, seq_ids, wants_logits)
         except DecodeError as exc:
-            for part in plan:
-                self._finish(running[part.index], "error", error=str(exc))
+            # NOTE: take the sequences first: _finish removes them from `running`
+            for seq in [running[part.index] for part in plan]:
+                self._finish(seq, "error", error=str(exc))
             return
-        stats = self.stats
-        stats.last_step_seconds = time.perf_counter() - started
-        metrics.STEP_SECONDS.observe(stats.last_step_seconds)
+        metrics.STEP_SECONDS.observe(time.perf_counter() - started)
         metrics.STEP_SEQUENCES.observe(len(plan))
-        stats.num_steps += 1
-        stats.num_tokens_computed += len(tokens)
-        stats.last_sequences_in_step = len(plan)
-        stats.max_sequences_in_step = max(stats.max_sequences_in_step, len(plan))
+        self.max_sequences_in_step = max(self.max_sequences_in_step, len(plan))
         for seq, batch_index in outputs:
             self._advance(seq, batch_index)
 
@@ -278,7 +263,7 @@ class Engine:
                 reason,
                 tail,
                 seq.num_prompt,
-                max(seq.num_generated, 0),
+                seq.num_generated,
                 seq.num_cached,
                 error=error,
                 state=state,
