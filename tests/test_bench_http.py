@@ -22,6 +22,7 @@ from reame.bench.http_runner import (
     aggregate_key,
     aggregate_tps,
     bench_targets,
+    decode_chats,
     exact_check,
     prefill_tps,
     summarize,
@@ -121,6 +122,7 @@ def test_first_is_the_first_chunk_with_content_not_the_role_chunk() -> None:
     # readings: 1 keepalive, 2 role chunk, 3 "a", then the end
     assert t.first == 3.0
     assert t.finished == 6.0
+    assert t.token_times == [3.0, 4.0]  # "a" and "b": the role chunk carries no token
 
 
 def test_without_usage_content_chunks_are_counted() -> None:
@@ -169,18 +171,37 @@ def test_single_stream_decode_is_tokens_after_the_first_over_their_time() -> Non
     assert t.ttft == pytest.approx(0.5)
 
 
-def test_aggregate_decode_spans_from_the_earliest_first_to_the_latest_finish() -> None:
+def test_aggregate_decode_counts_only_the_time_every_stream_was_decoding() -> None:
+    # one chunk a second; the second stream starts late (its prefill came after the first's
+    # first token): the window is [2, 5], from its first token to the first stream's last
+    early = Timeline(0.0, first=1.0, finished=5.5, num_tokens=5, token_times=[1.0, 2, 3, 4, 5])
+    late = Timeline(0.0, first=2.0, finished=7.5, num_tokens=6, token_times=[2.0, 3, 4, 5, 6, 7])
+    assert aggregate_tps([early, late]) == pytest.approx((3 + 3) / 3.0)
+
+
+def test_chunks_of_several_tokens_count_as_the_tokens_the_usage_reports() -> None:
+    t = Timeline(0.0, first=1.0, finished=3.5, num_tokens=9, token_times=[1.0, 2.0, 3.0])
+    assert aggregate_tps([t]) == pytest.approx(2 * 3 / 2.0)
+
+
+def test_without_chunk_times_tokens_are_spread_evenly_up_to_the_finish() -> None:
     group = [
         Timeline(0.0, first=1.0, finished=5.0, num_tokens=21),
         Timeline(0.0, first=2.0, finished=6.0, num_tokens=21),
-        Timeline(0.0, first=1.5, finished=4.0, num_tokens=11),
     ]
-    assert aggregate_tps(group) == pytest.approx(50 / 5.0)
+    # window [2, 5]: 3/4 of each stream's 20 tokens after its first
+    assert aggregate_tps(group) == pytest.approx((15 + 15) / 3.0)
 
 
 def test_a_stream_with_no_tokens_after_its_first_is_an_error_not_a_division_by_zero() -> None:
     with pytest.raises(BenchTargetError, match="ignore_eos"):
         aggregate_tps([Timeline(0.0, first=1.0, finished=1.0, num_tokens=1)])
+    apart = [
+        Timeline(0.0, first=1.0, finished=2.0, num_tokens=3, token_times=[1.0, 1.5, 2.0]),
+        Timeline(0.0, first=3.0, finished=4.0, num_tokens=3, token_times=[3.0, 3.5, 4.0]),
+    ]
+    with pytest.raises(BenchTargetError, match="never decoded together"):
+        aggregate_tps(apart)
 
 
 def test_prefill_uses_the_reported_prompt_tokens_else_the_approximation() -> None:
@@ -269,7 +290,11 @@ def test_every_target_gets_the_same_workloads_in_turn_with_a_cold_prompt_each_ru
     assert all(c.content not in runs for c in warm)  # the warm-up leaves the runs cold
     decode = [c for c in calls if c.max_tokens == 9]
     assert len(decode) == 2 * 2 * (1 + 2 + 4)
-    assert {c.content for c in decode} == set(topics(4))
+    assert {c.content for c in decode} == {m[0]["content"] for r in (0, 1) for m in decode_chats(r)}
+    first, second = decode_chats(0), decode_chats(1)
+    assert all(a[0]["content"].endswith(q) for a, q in zip(first, topics(4), strict=True))
+    assert not {m[0]["content"] for m in first} & {m[0]["content"] for m in second}
+    assert all(c.content not in {m[0]["content"] for m in first} for c in warm)
     assert logged and logged[0].startswith("warm-up")
 
 

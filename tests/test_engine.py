@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -186,3 +188,42 @@ def test_a_finish_event_ends_every_stream(smollm2: Runtime) -> None:
     )
     assert isinstance(events[-1], FinishEvent)
     assert sum(isinstance(e, FinishEvent) for e in events) == 1
+
+
+class _StepWatcher:
+    """Records, at each wake-up, how many events the engine had emitted by then."""
+
+    def __init__(self) -> None:
+        self.events: list[object] = []
+        self.seen_at_wake: list[int] = []
+        self.done = threading.Event()
+
+    def sink(self, event: object) -> None:
+        self.events.append(event)
+        if isinstance(event, FinishEvent):
+            self.done.set()
+
+    def wake(self) -> None:
+        self.seen_at_wake.append(len(self.events))
+
+
+def test_consumers_are_woken_once_per_step_after_its_events_and_weakly_held(
+    smollm2: Runtime,
+) -> None:
+    watcher = _StepWatcher()
+    smollm2.engine.add_wake_hook(watcher.wake)
+    params = greedy(smollm2, max_tokens=6, ignore_eos=True)
+    request = GenerationRequest(prompt(smollm2, QUESTIONS[0]), params)
+    smollm2.engine.submit(request, watcher.sink)
+    assert watcher.done.wait(30)
+    time.sleep(0.2)  # the wake-up as the engine goes idle
+    # one wake-up before each decode (the prompt, then 5 tokens) and one going idle; each
+    # sees every event of the steps before it, and the last sees the finish
+    assert watcher.seen_at_wake[-7:] == [0, 1, 2, 3, 4, 5, 7]
+    ref = weakref.ref(watcher)
+    del watcher, request
+    gc.collect()
+    assert ref() is None  # the engine did not keep it alive
+    keep = _StepWatcher()
+    smollm2.engine.add_wake_hook(keep.wake)  # adding prunes the dead ones
+    assert [r() for r in smollm2.engine._wake_hooks] == [keep.wake]

@@ -41,9 +41,10 @@ class ChoiceEvent:
 
 
 class _LoopInbox:
-    """Hands engine events to one event loop with at most one wake-up pending: the engine
-    emits the events of a whole step while it holds the GIL, and one wake-up then delivers them
-    all (a wake-up per token costs the decode threads a core on a 2-core machine)."""
+    """Hands engine events to one event loop with at most one wake-up pending. The engine
+    emits a step's events, then calls `wake` as it enters the next llama_decode (a wake-up
+    per token, or one while the engine still needs the GIL, costs the decode threads time on
+    a 2-core machine)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -53,11 +54,16 @@ class _LoopInbox:
     def sink(self, events: asyncio.Queue[ChoiceEvent], index: int) -> Callable[[Event], None]:
         def put(event: Event) -> None:  # on the engine thread
             self._items.append((events, ChoiceEvent(index, event)))
-            if not self._is_scheduled:
-                self._is_scheduled = True
-                self._loop.call_soon_threadsafe(self._deliver)
 
         return put
+
+    def wake(self) -> None:  # on the engine thread
+        if self._items and not self._is_scheduled:
+            self._is_scheduled = True
+            try:
+                self._loop.call_soon_threadsafe(self._deliver)
+            except RuntimeError:  # the loop is closed: nobody is left to read these
+                self._items.clear()
 
     def _deliver(self) -> None:  # on the loop; NOTE: clear the flag first, then drain
         self._is_scheduled = False
@@ -133,6 +139,7 @@ class Service:
         inbox = self._inboxes.get(loop)
         if inbox is None:
             inbox = self._inboxes[loop] = _LoopInbox(loop)
+            self.engine.add_wake_hook(inbox.wake)
         events: asyncio.Queue[ChoiceEvent] = asyncio.Queue()
         running: dict[int, GenerationRequest] = {}
         try:

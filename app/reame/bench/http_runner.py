@@ -46,16 +46,19 @@ METRICS = (TTFT, PREFILL, *(aggregate_key(n) for n in CONCURRENCY), SCALING)
 
 
 def aggregate_tps(timelines: Sequence[Timeline]) -> float:
-    """Tokens after each first token over the span in which the streams decoded together; for
-    one stream this is its single-stream decode rate."""
-    span = max(t.finished for t in timelines) - min(t.first for t in timelines)
-    tokens = sum(t.num_tokens - 1 for t in timelines)
-    if span <= 0 or tokens <= 0:
+    """Tokens per second while every stream was decoding: from the last stream's first token
+    to the first stream's last. Prefill, and which stream a server starts first, are left to
+    the time to first token (a server that starts one stream before the others' prefill would
+    otherwise have that prefill counted as slow decoding). For one stream: its decode rate."""
+    start = max(t.first for t in timelines)
+    end = min(t.last for t in timelines)
+    tokens = sum(t.tokens_between(start, end) for t in timelines)
+    if end <= start or tokens <= 0:
         raise BenchTargetError(
-            "a stream produced no tokens after its first: raise --max-tokens, or the server "
-            "stopped early (does it honour ignore_eos?)"
+            "the streams never decoded together after their first tokens: raise --max-tokens, "
+            "or the server stopped early (does it honour ignore_eos?)"
         )
-    return tokens / span
+    return tokens / (end - start)
 
 
 def prefill_tps(timeline: Timeline, approx_prompt_tokens: int) -> float:
@@ -110,6 +113,14 @@ def user(content: str) -> Messages:
     return [{"role": "user", "content": content}]
 
 
+def decode_chats(run: int) -> list[Messages]:
+    """The decode workloads of one run; a run-specific opening makes every run's prompts new,
+    so no server decodes them behind a warm prompt cache (llama-server keeps each slot's KV and
+    would skip their prefill, which the aggregate span would then leave out for it alone)."""
+    opening = filler_text(seed=PROMPT_SEED + 1000 + run, num_words=3).capitalize()
+    return [user(f"{opening}. {q}") for q in topics(max(CONCURRENCY))]
+
+
 def rotated(targets: Sequence[Target], run: int) -> list[Target]:
     # whoever goes first in a workload meets a machine that has just been idle or busy: take
     # turns
@@ -127,7 +138,6 @@ async def bench_targets(
     names = [t.name for t in targets]
     samples: Samples = {m: {n: [] for n in names} for m in METRICS if m != SCALING}
     exact = dict.fromkeys(names, True)
-    chats = [user(q) for q in topics(max(CONCURRENCY))]
 
     def note(target: Target, timelines: Sequence[Timeline], expected: int) -> None:
         if any(t.num_tokens != expected for t in timelines):
@@ -137,7 +147,7 @@ async def bench_targets(
     warm_prompt = user(filler_text(seed=PROMPT_SEED - 1, num_words=prompt_tokens))
     for target in targets:
         await target.stream(warm_prompt, WARM_UP_TOKENS)
-        await asyncio.gather(*(target.stream(c, WARM_UP_TOKENS) for c in chats))
+        await asyncio.gather(*(target.stream(c, WARM_UP_TOKENS) for c in decode_chats(-1)))
     for run in range(runs):
         order = rotated(targets, run)
         log(f"run {run + 1}/{runs}: prefill")
@@ -150,6 +160,7 @@ async def bench_targets(
             samples[TTFT][target.name].append(t.ttft)
             samples[PREFILL][target.name].append(prefill_tps(t, prompt_tokens))
         log(f"run {run + 1}/{runs}: decode")
+        chats = decode_chats(run)
         for n in CONCURRENCY:
             for target in order:
                 group = await asyncio.gather(*(target.stream(c, max_tokens) for c in chats[:n]))

@@ -113,6 +113,7 @@ class ChunkTally:
             if not self.content_chunks:
                 self.timeline.first = now
             self.content_chunks += 1
+            self.timeline.token_times.append(now)
         usage = chunk.get("usage")
         if usage:
             self.completion_tokens = usage.get("completion_tokens", self.completion_tokens)

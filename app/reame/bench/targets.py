@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
@@ -24,17 +24,37 @@ Messages = list[dict[str, Any]]
 
 @dataclass(slots=True)
 class Timeline:
-    """One request as the client saw it. `first`: the first chunk carrying content."""
+    """One request as the client saw it. `first`: the first chunk carrying content;
+    `token_times`: when each chunk carrying content (or each token, in process) arrived, empty
+    when unknown."""
 
     submitted: float
     first: float = 0.0
     finished: float = 0.0
     num_tokens: int = 0
     num_prompt_tokens: int = 0  # 0 when the server did not say
+    token_times: list[float] = field(default_factory=list)
 
     @property
     def ttft(self) -> float:
         return self.first - self.submitted
+
+    @property
+    def last(self) -> float:
+        """When the last token arrived."""
+        return self.token_times[-1] if self.token_times else self.finished
+
+    def tokens_between(self, start: float, end: float) -> float:
+        """Tokens that arrived in (start, end]; without per-chunk times, the tokens after the
+        first are taken as spread evenly up to `finished`."""
+        if self.token_times:
+            chunks = sum(1 for t in self.token_times if start < t <= end)
+            return chunks * self.num_tokens / len(self.token_times)
+        span = self.finished - self.first
+        if span <= 0:
+            return 0.0
+        overlap = max(0.0, min(end, self.finished) - max(start, self.first))
+        return (self.num_tokens - 1) * overlap / span
 
 
 class Target(Protocol):
@@ -166,6 +186,8 @@ class InProcessTarget:
             if isinstance(event, TokenEvent):
                 if event.text and not timeline.first:
                     timeline.first = now
+                if timeline.first:
+                    timeline.token_times.append(now)
             elif isinstance(event, FinishEvent):
                 if event.reason == "error":
                     raise BenchTargetError(f"{self.name}: {event.error}")

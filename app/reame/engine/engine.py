@@ -12,7 +12,9 @@ import queue
 import sys
 import threading
 import time
+import weakref
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -57,6 +59,8 @@ class Engine:
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
         self._free_slots = list(range(context.shape.num_sequences))  # a min-heap
+        self._wake_hooks: tuple[weakref.WeakMethod[Callable[[], None]], ...] = ()
+        self._wake_hooks_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="reame-engine", daemon=True)
 
     # -- called from any thread -------------------------------------------------------------
@@ -104,6 +108,15 @@ class Engine:
             self._num_in_flight += 1
         self._inbox.put(seq)
 
+    def add_wake_hook(self, hook: Callable[[], None]) -> None:
+        """`hook` (a bound method, held weakly) runs on the engine thread whenever it is about
+        to leave Python, into a llama_decode or a wait for work: the moment to wake a consumer
+        of the events emitted so far. Woken earlier, the consumer would hold the GIL while the
+        engine still needs it to start the next step; woken then, it runs beside the decode."""
+        with self._wake_hooks_lock:
+            alive = tuple(ref for ref in self._wake_hooks if ref() is not None)
+            self._wake_hooks = (*alive, weakref.WeakMethod(hook))
+
     @property
     def num_running(self) -> int:
         return len(self._running)
@@ -125,6 +138,8 @@ class Engine:
     def _run(self) -> None:
         while True:
             is_idle = not self._running and not self._waiting
+            if is_idle:
+                self._wake_consumers()
             if not self._take_inbox(block=is_idle):
                 break
             self._admit()
@@ -137,6 +152,13 @@ class Engine:
                         self._finish(seq, "error", error=str(exc))
         for seq in list(self._running) + list(self._waiting):
             self._finish(seq, "abort")
+        self._wake_consumers()
+
+    def _wake_consumers(self) -> None:
+        for ref in self._wake_hooks:
+            hook = ref()
+            if hook is not None:
+                hook()
 
     def _take_inbox(self, block: bool) -> bool:
         """Move messages from the inbox into engine state; False once asked to stop."""
@@ -215,6 +237,7 @@ class Engine:
                 wants_logits[-1] = True
                 outputs.append((seq, len(tokens) - 1))
             seq.num_computed = end
+        self._wake_consumers()
         started = time.perf_counter()
         try:
             self.context.decode(tokens, positions, seq_ids, wants_logits)
