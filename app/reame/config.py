@@ -60,6 +60,19 @@ class Settings(BaseSettings):
     max_sessions: int = Field(64, ge=0)
     session_memory_mb: int = Field(1024, ge=0, description="host memory for session state")
 
+    prefix_cache: bool = Field(True, description="keep computed prompt prefixes for reuse")
+    prefix_cache_dir: Path | None = Field(
+        None, description="where snapshots persist (default: state_dir/prefix-cache)"
+    )
+    prefix_cache_disk: bool = Field(True, description="persist snapshots on disk, not only RAM")
+    prefix_cache_ram_mb: int = Field(512, ge=0, description="host memory for hot snapshots")
+    prefix_cache_disk_mb: int = Field(4096, ge=0, description="disk budget of the directory")
+    prefix_cache_compression: int = Field(3, ge=1, le=19, description="zstd level on disk")
+    prefix_cache_min_tokens: int = Field(64, ge=1, description="shortest prefix worth keeping")
+    prefix_cache_max_snapshots: int = Field(
+        4, ge=1, le=64, description="snapshots taken of one prompt at most"
+    )
+
     temperature: float = Field(0.8, ge=0.0, le=2.0)
     top_k: int = Field(40, ge=0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
@@ -77,10 +90,14 @@ class Settings(BaseSettings):
             return [k.strip() for k in value.split(",") if k.strip()]
         return value
 
-    @field_validator("models_dir", "state_dir", "model_path", "api_key_file")
+    @field_validator("models_dir", "state_dir", "model_path", "api_key_file", "prefix_cache_dir")
     @classmethod
     def _expand_user(cls, path: Path | None) -> Path | None:
         return path.expanduser() if path is not None else None
+
+    @property
+    def prefix_cache_path(self) -> Path:
+        return self.prefix_cache_dir or self.state_dir / "prefix-cache"
 
     @classmethod
     def settings_customise_sources(

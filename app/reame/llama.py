@@ -202,6 +202,12 @@ class Context:
                 f"{model.path}; lower context_length or parallel"
             )
         self.model, self.shape = model, shape
+        # what a saved sequence state depends on besides the model: a state is only loaded into
+        # a context that lays out its KV cache the same way
+        self.kv_layout = (
+            f"llama-cpp-python {lc.__version__}; kv f16/f16; "
+            f"flash_attn {int(params.flash_attn_type)}; unified {int(shape.is_kv_unified)}"
+        )
         self._ptr = ptr
         self._memory = lc.llama_get_memory(ptr)
         self._batch = lc.llama_batch_init(shape.batch_size, 0, 1)
@@ -239,13 +245,14 @@ class Context:
         size = lc.llama_state_seq_get_size(self._ptr, seq_id)
         buf = (ctypes.c_uint8 * size)()
         written = lc.llama_state_seq_get_data(self._ptr, buf, size, seq_id)
-        return bytes(memoryview(buf)[:written])
+        return ctypes.string_at(buf, written)
 
     def load_state(self, seq_id: int, data: bytes) -> bool:
         """Restore a saved state into a (cleared) sequence; False if llama.cpp refuses it."""
         self.remove(seq_id)
-        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        if lc.llama_state_seq_set_data(self._ptr, buf, len(data), seq_id) == 0:
+        # NOTE: llama.cpp only reads the buffer: point it at the bytes, no 30 MB copy
+        src = ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))
+        if lc.llama_state_seq_set_data(self._ptr, src, len(data), seq_id) == 0:
             self.remove(seq_id)
             return False
         return True

@@ -55,6 +55,52 @@ STEP_SEQUENCES = Histogram(
 SESSIONS = Gauge("reame_sessions", "Conversations whose state is kept", registry=REGISTRY)
 SESSION_BYTES = Gauge("reame_session_bytes", "Bytes of kept session state", registry=REGISTRY)
 
+PREFIX_LOOKUPS = Counter(
+    "reame_prefix_cache_lookups",
+    "Prefix cache lookups by where the longest prefix was found (ram, disk) or miss",
+    ["result"],
+    registry=REGISTRY,
+)
+PREFIX_TOKENS = Counter(
+    "reame_prefix_cache_prompt_tokens",
+    "Prompt tokens of requests that looked up the cache: reused (restored) or computed",
+    ["kind"],
+    registry=REGISTRY,
+)
+PREFIX_HIT_RATIO = Gauge(
+    "reame_prefix_cache_hit_ratio",
+    "Share of looked-up prompt tokens restored instead of computed, since start",
+    registry=REGISTRY,
+)
+PREFIX_BYTES = Gauge(
+    "reame_prefix_cache_bytes",
+    "Bytes held per tier (disk: the whole directory)",
+    ["tier"],
+    registry=REGISTRY,
+)
+PREFIX_SNAPSHOTS = Counter(
+    "reame_prefix_cache_snapshots", "Prefix states saved by the engine", registry=REGISTRY
+)
+PREFIX_EVICTIONS = Counter(
+    "reame_prefix_cache_evictions", "Snapshots evicted per tier", ["tier"], registry=REGISTRY
+)
+PREFIX_REJECTED = Counter(
+    "reame_prefix_cache_rejected_files",
+    "Stored snapshots refused (corrupt, fingerprint, version, tokens) and treated as misses",
+    ["reason"],
+    registry=REGISTRY,
+)
+PREFIX_WRITE_DROPS = Counter(
+    "reame_prefix_cache_write_drops",
+    "Snapshots not written to disk because the write queue was full",
+    registry=REGISTRY,
+)
+PREFIX_WRITE_FAILURES = Counter(
+    "reame_prefix_cache_write_failures",
+    "Snapshot writes the disk refused (full, read-only); serving goes on",
+    registry=REGISTRY,
+)
+
 
 def exposition() -> tuple[bytes, str]:
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

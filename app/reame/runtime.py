@@ -7,6 +7,8 @@ from pathlib import Path
 import structlog
 
 from reame.autotune import Tuned, available_memory, tune, usable_cores
+from reame.cache.fingerprint import cache_fingerprint
+from reame.cache.prefix_cache import CacheConfig, PrefixCache
 from reame.config import Settings
 from reame.engine.engine import Engine
 from reame.llama import Context, ContextShape, Model, set_llama_log_level
@@ -59,6 +61,20 @@ def sampling_defaults(settings: Settings) -> dict[str, object]:
     return {k: getattr(settings, k) for k in keys}
 
 
+def prefix_cache(settings: Settings, model_path: Path, kv_layout: str) -> PrefixCache | None:
+    if not settings.prefix_cache:
+        return None
+    config = CacheConfig(
+        directory=settings.prefix_cache_path if settings.prefix_cache_disk else None,
+        ram_bytes=settings.prefix_cache_ram_mb << 20,
+        disk_bytes=settings.prefix_cache_disk_mb << 20,
+        compression_level=settings.prefix_cache_compression,
+        min_tokens=settings.prefix_cache_min_tokens,
+        max_snapshots=settings.prefix_cache_max_snapshots,
+    )
+    return PrefixCache(config, cache_fingerprint(model_path, kv_layout))
+
+
 class Runtime:
     """Owns the model, the context and the engine thread; close() releases them in order."""
 
@@ -79,11 +95,16 @@ class Runtime:
         except Exception:
             self.model.close()
             raise
+        self.cache = prefix_cache(settings, self.model_path, self.context.kv_layout)
         self.engine = Engine(
-            self.model, self.context, self.tuned.context_length, settings.max_waiting
+            self.model,
+            self.context,
+            self.tuned.context_length,
+            settings.max_waiting,
+            on_snapshot=self.cache.offer if self.cache else None,
         )
         self.engine.start()
-        self.service = Service(self.model, self.engine, sampling_defaults(settings))
+        self.service = Service(self.model, self.engine, sampling_defaults(settings), self.cache)
         log.info(
             "model ready",
             model=self.model.name,
@@ -96,6 +117,8 @@ class Runtime:
 
     def close(self) -> None:
         self.engine.close()
+        if self.cache is not None:
+            self.cache.close()  # NOTE: after the engine: its last snapshots still get written
         self.context.close()
         self.model.close()
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from reame.cache.prefix_cache import PrefixCache
 from reame.chat_template import ChatTemplate, require_template
 from reame.engine.engine import Engine
 from reame.engine.request import Event, FinishEvent, GenerationRequest, SavedState
@@ -32,6 +33,7 @@ class Job:
     params: SamplingParams
     prefix: SavedState | None = None
     keep_state: bool = False
+    marks: tuple[int, ...] = ()  # prompt lengths at message ends: where snapshots pay most
 
 
 @dataclass(slots=True, frozen=True)
@@ -84,8 +86,14 @@ def build_sampling(defaults: Mapping[str, Any], **options: Any) -> SamplingParam
 
 
 class Service:
-    def __init__(self, model: Model, engine: Engine, defaults: Mapping[str, Any]) -> None:
-        self.model, self.engine = model, engine
+    def __init__(
+        self,
+        model: Model,
+        engine: Engine,
+        defaults: Mapping[str, Any],
+        cache: PrefixCache | None = None,
+    ) -> None:
+        self.model, self.engine, self.cache = model, engine, cache
         self._defaults = dict(defaults)
         self._template: ChatTemplate | None = None
         self._inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopInbox] = (
@@ -96,6 +104,26 @@ class Service:
         return build_sampling(self._defaults, **options)
 
     def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        return self._render(messages, add_generation_prompt=True)
+
+    def chat_marks(
+        self, messages: Sequence[Mapping[str, Any]], prompt: list[int]
+    ) -> tuple[int, ...]:
+        """Prompt lengths at the end of the first message and of the last earlier one, where a
+        conversation's rendering is a token prefix of the whole (shared system prompts, earlier
+        turns); only with a prefix cache."""
+        if self.cache is None or len(messages) < 2:
+            return ()
+        marks = []
+        for count in sorted({1, len(messages) - 1}):
+            head = self._render(messages[:count], add_generation_prompt=False)
+            if prompt[: len(head)] == head:
+                marks.append(len(head))
+        return tuple(marks)
+
+    def _render(
+        self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool
+    ) -> list[int]:
         if self._template is None:
             source = require_template(self.model.chat_template, self.model.name)
             self._template = ChatTemplate(
@@ -103,11 +131,37 @@ class Service:
                 self.model.token_text(self.model.bos_id),
                 self.model.token_text(self.model.eos_id),
             )
-        tokens = self.model.tokenize(self._template.render(messages))
+        tokens = self.model.tokenize(self._template.render(messages, add_generation_prompt))
         # a template that writes the BOS itself must not get a second one from the tokenizer
         if len(tokens) > 1 and tokens[0] == tokens[1] == self.model.bos_id:
             tokens = tokens[1:]
         return tokens
+
+    def request(self, job: Job, take_snapshots: bool = True) -> GenerationRequest:
+        """The engine request of a job: with the longest prefix state known (the job's own, a
+        session's, or the prefix cache's) and where to snapshot the prompt. May read the disk:
+        call it off the event loop."""
+        prefix, points = job.prefix, ()
+        if self.cache is not None:
+            hit = self.cache.lookup(job.prompt)
+            if hit is not None and (prefix is None or len(hit.state.tokens) > len(prefix.tokens)):
+                prefix = hit.state
+            if take_snapshots:
+                base = prefix.common_length(job.prompt) if prefix is not None else 0
+                wanted = self.cache.snapshot_points(len(job.prompt), list(job.marks), base)
+                points = tuple(p for p in wanted if not self.cache.holds(job.prompt, p))
+        return GenerationRequest(
+            job.prompt, job.params, prefix=prefix, keep_state=job.keep_state, snapshot_at=points
+        )
+
+    def finished(self, event: FinishEvent) -> None:
+        """Book what the prefix cache saved, and keep a conversation's state for later turns
+        (and restarts)."""
+        if self.cache is None:
+            return
+        self.cache.count_tokens(event.num_cached_tokens, event.num_prompt_tokens)
+        if event.state is not None:
+            self.cache.offer(event.state)
 
     def text_prompt(self, text: str) -> list[int]:
         return self.model.tokenize(text)
@@ -115,13 +169,15 @@ class Service:
     def stream(self, prompt: list[int], params: SamplingParams) -> Iterator[Event]:
         """Events of one request; closing the iterator early aborts the request."""
         events: queue.SimpleQueue[Event] = queue.SimpleQueue()
-        request = GenerationRequest(prompt, params)
+        request = self.request(Job(prompt, params))
         self.engine.submit(request, events.put)
         is_done = False
         try:
             while not is_done:
                 event = events.get()
-                is_done = isinstance(event, FinishEvent)
+                if isinstance(event, FinishEvent):
+                    is_done = True
+                    self.finished(event)
                 yield event
         finally:
             if not is_done:
@@ -142,21 +198,31 @@ class Service:
             self.engine.add_wake_hook(inbox.wake)
         events: asyncio.Queue[ChoiceEvent] = asyncio.Queue()
         running: dict[int, GenerationRequest] = {}
+        requests = await asyncio.to_thread(self._requests, jobs) if self.cache else None
         try:
             for index, job in enumerate(jobs):
-                request = GenerationRequest(
-                    job.prompt, job.params, prefix=job.prefix, keep_state=job.keep_state
-                )
+                request = requests[index] if requests else self.request(job)
                 self.engine.submit(request, inbox.sink(events, index))
                 running[index] = request
             while running:
                 choice = await events.get()
                 if isinstance(choice.event, FinishEvent):
                     running.pop(choice.index)
+                    self.finished(choice.event)
                 yield choice
         finally:
             for request in running.values():
                 self.engine.abort(request.request_id)
+
+    def _requests(self, jobs: Sequence[Job]) -> list[GenerationRequest]:
+        """Only the first job of a prompt snapshots it: its copies (n > 1) would store the same
+        states again."""
+        seen: set[int] = set()
+        out = []
+        for job in jobs:
+            out.append(self.request(job, take_snapshots=id(job.prompt) not in seen))
+            seen.add(id(job.prompt))
+        return out
 
     def generate(
         self, prompt: list[int], params: SamplingParams

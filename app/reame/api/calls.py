@@ -60,8 +60,11 @@ class Call:
         service = served.runtime.service
         params = service.sampling(**body.sampling_options())
         self.with_logprobs = params.logprobs
+        marks: tuple[int, ...] = ()
         if self.is_chat:
-            prompts = [service.chat_prompt([m.as_template_input() for m in body.messages])]
+            messages = [m.as_template_input() for m in body.messages]
+            prompts = [service.chat_prompt(messages)]
+            marks = service.chat_marks(messages, prompts[0])
         else:
             prompts = [p if isinstance(p, list) else service.text_prompt(p) for p in body.prompts()]
         prefix = None
@@ -79,6 +82,7 @@ class Call:
                         params.model_copy(update={"seed": seed}),
                         prefix if first else None,
                         keep_state=first,
+                        marks=marks,
                     )
                 )
         # NOTE: checked here, before any byte is sent: once a stream has begun, an error can no

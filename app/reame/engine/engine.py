@@ -46,7 +46,12 @@ class Engine:
     next step, a finished one leaves it, an aborted one frees its sequence at the next step."""
 
     def __init__(
-        self, model: Model, context: Context, context_length: int, max_waiting: int = 64
+        self,
+        model: Model,
+        context: Context,
+        context_length: int,
+        max_waiting: int = 64,
+        on_snapshot: Callable[[SavedState], None] | None = None,
     ) -> None:
         self.model, self.context = model, context
         self.context_length = context_length
@@ -55,6 +60,7 @@ class Engine:
         self._in_flight_lock = threading.Lock()
         self.max_sequences_in_step = 0  # read by tests and the bench; the rest is in metrics
         self._budget = context.shape.batch_size
+        self._on_snapshot = on_snapshot
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
@@ -100,6 +106,8 @@ class Engine:
         sampler = self.check(request.prompt, request.params)
         seq = Sequence(request, sink, sampler, TextStream(request.params.stop))
         seq.tokens.extend(request.prompt)
+        if self._on_snapshot is not None:
+            seq.snapshots_due = sorted({p for p in request.snapshot_at if 0 < p <= seq.num_prompt})
         with self._in_flight_lock:
             if self._num_in_flight >= self._max_in_flight:
                 raise EngineBusyError(
@@ -204,19 +212,18 @@ class Engine:
     def _restore(self, seq: Sequence, prefix: SavedState) -> None:
         """Load a saved state and keep its common prefix with the prompt; at least the last
         prompt token is computed again, since its logits pick the first new token."""
-        common = 0
-        for a, b in zip(prefix.tokens, seq.request.prompt[:-1], strict=False):
-            if a != b:
-                break
-            common += 1
+        common = prefix.common_length(seq.request.prompt[:-1])
         if common == 0 or not self.context.load_state(seq.slot, prefix.data):
             return
         self.context.remove(seq.slot, common)
         seq.num_computed = seq.num_cached = common
+        seq.snapshots_due = [p for p in seq.snapshots_due if p > common]
 
     def _step(self) -> None:
         running = self._running
-        plan = plan_step([Work(len(s.tokens), s.num_computed) for s in running], self._budget)
+        plan = plan_step(
+            [Work(len(s.tokens), s.num_computed, s.next_snapshot) for s in running], self._budget
+        )
         # NOTE: llama.cpp's per-sequence KV streams are much slower when a batch's sequence ids
         # are out of order (4 decode tokens: 19 ms in order, 30 ms reversed, measured here),
         # hence sorted batches and the lowest free slot first
@@ -249,8 +256,22 @@ class Engine:
         metrics.STEP_SECONDS.observe(time.perf_counter() - started)
         metrics.STEP_SEQUENCES.observe(len(plan))
         self.max_sequences_in_step = max(self.max_sequences_in_step, len(plan))
+        for part in plan:
+            if running[part.index].snapshots_due:
+                self._snapshot(running[part.index])
         for seq, batch_index in outputs:
             self._advance(seq, batch_index)
+
+    def _snapshot(self, seq: Sequence) -> None:
+        """Hand the state over when the KV cache holds exactly the next snapshot point (before
+        sampling: the cache then holds the prompt up to there and nothing else)."""
+        due = seq.snapshots_due
+        while due and due[0] < seq.num_computed:  # passed (plan_step stops at them): skip
+            due.pop(0)
+        if due and due[0] == seq.num_computed and self._on_snapshot is not None:
+            due.pop(0)
+            kept = tuple(seq.tokens[: seq.num_computed])
+            self._on_snapshot(SavedState(kept, self.context.save_state(seq.slot)))
 
     def _advance(self, seq: Sequence, batch_index: int) -> None:
         sampled = seq.sampler.sample(self.context.logits(batch_index), seq.tokens)

@@ -20,6 +20,15 @@ class SavedState:
     def num_bytes(self) -> int:
         return len(self.data)
 
+    def common_length(self, tokens: list[int]) -> int:
+        """How many leading tokens this state shares with `tokens`."""
+        common = 0
+        for a, b in zip(self.tokens, tokens, strict=False):
+            if a != b:
+                break
+            common += 1
+        return common
+
 
 @dataclass(slots=True)
 class GenerationRequest:
@@ -28,6 +37,8 @@ class GenerationRequest:
     request_id: str = field(default_factory=lambda: uuid4().hex)
     prefix: SavedState | None = None  # restored instead of computing its common prefix
     keep_state: bool = False  # the finish event carries the sequence's state
+    # prompt lengths at which the engine hands the sequence's state to its snapshot hook
+    snapshot_at: tuple[int, ...] = ()
 
 
 @dataclass(slots=True, frozen=True)

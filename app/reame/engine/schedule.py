@@ -16,6 +16,7 @@ class Work:
 
     num_known: int
     num_computed: int
+    stop_at: int = 0  # a prompt chunk ends here if it would pass it (a snapshot point); 0: none
 
     @property
     def num_missing(self) -> int:
@@ -35,7 +36,8 @@ class Slice:
 
 def plan_step(work: Sequence[Work], budget: int) -> list[Slice]:
     """Single-token (decoding) sequences first, for latency; then prompt chunks in the order
-    given (oldest first) fill what is left of the token budget."""
+    given (oldest first) fill what is left of the token budget. A chunk never runs past its
+    sequence's stop_at, so the KV cache holds exactly that prefix after the step."""
     if budget < 1:
         raise ValueError("the token budget must be at least 1")
     plan: list[Slice] = []
@@ -47,6 +49,8 @@ def plan_step(work: Sequence[Work], budget: int) -> list[Slice]:
     for i, w in enumerate(work):
         if w.num_missing > 1 and left > 0:
             count = min(w.num_missing, left)
+            if w.num_computed < w.stop_at:
+                count = min(count, w.stop_at - w.num_computed)
             plan.append(Slice(i, w.num_computed, count, count == w.num_missing))
             left -= count
     return plan

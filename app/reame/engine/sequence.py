@@ -21,6 +21,13 @@ class Sequence:
     num_computed: int = 0  # tokens[:num_computed] are in the KV cache
     num_cached: int = 0  # prompt tokens restored rather than computed
     is_aborted: bool = False
+    snapshots_due: list[int] = field(default_factory=list)  # ascending prompt lengths
+
+    @property
+    def next_snapshot(self) -> int:
+        """Where the next prompt chunk must stop, so a snapshot sees exactly that prefix; 0:
+        nowhere."""
+        return self.snapshots_due[0] if self.snapshots_due else 0
 
     @property
     def num_prompt(self) -> int:

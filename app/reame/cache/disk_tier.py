@@ -1,0 +1,125 @@
+"""Snapshots on disk, one file each, shared by every process on the machine.
+
+    ROOT/<fingerprint>/<group[:2]>/<group>/<length>-<key>.kvs
+
+A file appears whole or not at all: it is written as ROOT/tmp/*.part, fsynced, then renamed into
+place, so a reader never sees a partial file and two writers of one key each rename a whole file
+(the last wins). A file's mtime is its last use: a hit touches it, and eviction removes the
+least recently used files until the whole ROOT is within its byte budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+SUFFIX = ".kvs"
+STALE_PART_SECONDS = 600.0  # a .part this old belongs to a writer that died
+
+
+@dataclass(slots=True, frozen=True)
+class StoredFile:
+    path: Path
+    num_bytes: int
+    last_used: float
+
+
+def group_dir(root: Path, fingerprint: str, group: str) -> Path:
+    return root / fingerprint / group[:2] / group
+
+
+def file_name(length: int, key: str) -> str:
+    return f"{length:07d}-{key}{SUFFIX}"
+
+
+def parse_name(name: str) -> tuple[int, str] | None:
+    if not name.endswith(SUFFIX):
+        return None
+    length, _, key = name[: -len(SUFFIX)].partition("-")
+    return (int(length), key) if length.isdigit() and key else None
+
+
+class DiskTier:
+    def __init__(self, root: Path, fingerprint: str, max_bytes: int) -> None:
+        self.root, self.fingerprint, self.max_bytes = root, fingerprint, max_bytes
+
+    def entries(self, group: str) -> list[tuple[int, str]]:
+        """(length, key) of the files in one group; none if the group does not exist."""
+        try:
+            names = os.listdir(group_dir(self.root, self.fingerprint, group))
+        except OSError:
+            return []
+        return [p for p in map(parse_name, names) if p is not None]
+
+    def path(self, group: str, length: int, key: str) -> Path:
+        return group_dir(self.root, self.fingerprint, group) / file_name(length, key)
+
+    def read(self, path: Path) -> bytes | None:
+        try:
+            data = path.read_bytes()
+        except OSError:  # evicted or replaced meanwhile: a miss
+            return None
+        with contextlib.suppress(OSError):  # a read-only directory still serves its hits
+            os.utime(path)
+        return data
+
+    def write(self, path: Path, data: bytes) -> None:
+        """Atomic: temp file, fsync, rename. Raises OSError (disk full, read-only...)."""
+        tmp_dir = self.root / "tmp"
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=tmp_dir, suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def remove(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+
+    def files(self) -> Iterator[StoredFile]:
+        """Every snapshot under ROOT, of every fingerprint."""
+        for dirpath, _, names in os.walk(self.root):
+            for name in names:
+                if name.endswith(SUFFIX):
+                    p = Path(dirpath) / name
+                    try:
+                        st = p.stat()
+                    except OSError:
+                        continue
+                    yield StoredFile(p, st.st_size, st.st_mtime)
+
+    def evict(self) -> tuple[int, int]:
+        """Remove least recently used files until ROOT is within budget; (files, bytes) left."""
+        stored = sorted(self.files(), key=lambda f: f.last_used)
+        total = sum(f.num_bytes for f in stored)
+        removed = 0
+        for f in stored:
+            if total <= self.max_bytes:
+                break
+            f.path.unlink(missing_ok=True)
+            total -= f.num_bytes
+            removed += 1
+        return removed, total
+
+    def remove_stale_parts(self, now: float | None = None) -> int:
+        now = time.time() if now is None else now
+        count = 0
+        for p in (self.root / "tmp").glob("*.part"):
+            try:
+                if now - p.stat().st_mtime > STALE_PART_SECONDS:
+                    p.unlink(missing_ok=True)
+                    count += 1
+            except OSError:
+                continue
+        return count

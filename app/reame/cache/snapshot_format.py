@@ -1,0 +1,104 @@
+"""One snapshot file: a prefix's KV state with what it was computed by. Pure.
+
+    magic (8) | header length (4) | header JSON | token ids (int32) | blake2b-16 | zstd(state)
+
+The header carries the format version, the fingerprint (model file, llama.cpp build, KV layout),
+the token count and the sizes. The blake2b checksum covers every byte before it; the zstd frame
+carries its own checksum (XXH64) of the state, checked as it decompresses. Together they cover
+the whole file, and reading a 30 MB state costs one fast pass instead of a slow hash over all of
+it. Anything that does not check out raises SnapshotError, which the cache counts as a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from array import array
+
+import zstandard
+
+from reame.engine.request import SavedState
+
+MAGIC = b"REAMEKV\x01"
+FORMAT_VERSION = 1
+_CHECKSUM_BYTES = 16
+
+
+class SnapshotError(Exception):
+    """A file that must not be used; `reason` is a metric label."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _checksum(data: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(data, digest_size=_CHECKSUM_BYTES).digest()
+
+
+def encode(snapshot: SavedState, fingerprint: str, level: int = 3) -> bytes:
+    compressed = zstandard.ZstdCompressor(level=level, write_checksum=True).compress(snapshot.data)
+    header = json.dumps(
+        {
+            "version": FORMAT_VERSION,
+            "fingerprint": fingerprint,
+            "num_tokens": len(snapshot.tokens),
+            "state_bytes": len(snapshot.data),
+            "compressed_bytes": len(compressed),
+        },
+        separators=(",", ":"),
+    ).encode()
+    head = b"".join(
+        (MAGIC, len(header).to_bytes(4, "little"), header, array("i", snapshot.tokens).tobytes())
+    )
+    return b"".join((head, _checksum(head), compressed))
+
+
+def read_header(data: bytes) -> dict:
+    """The header alone (no checksum check): what `cache ls` shows."""
+    if len(data) < len(MAGIC) + 4 or data[: len(MAGIC)] != MAGIC:
+        raise SnapshotError("corrupt", "not a Reame snapshot (bad magic)")
+    size = int.from_bytes(data[len(MAGIC) : len(MAGIC) + 4], "little")
+    start = len(MAGIC) + 4
+    try:
+        header = json.loads(data[start : start + size])
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SnapshotError("corrupt", f"unreadable header: {exc}") from exc
+    if not isinstance(header, dict):
+        raise SnapshotError("corrupt", "the header is not an object")
+    return header
+
+
+def decode(data: bytes, fingerprint: str) -> SavedState:
+    """Checks the header's checksum, then the version and fingerprint, then the sizes, then the
+    state's own checksum as it decompresses."""
+    view = memoryview(data)
+    header = read_header(data)
+    if header.get("version") != FORMAT_VERSION:
+        raise SnapshotError("version", f"format version {header.get('version')}")
+    if header.get("fingerprint") != fingerprint:
+        raise SnapshotError("fingerprint", "computed by another model, build or KV layout")
+    start = len(MAGIC) + 4 + int.from_bytes(data[len(MAGIC) : len(MAGIC) + 4], "little")
+    try:
+        num_tokens = int(header["num_tokens"])
+        compressed_bytes = int(header["compressed_bytes"])
+        state_bytes = int(header["state_bytes"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SnapshotError("corrupt", f"header lacks sizes: {exc}") from exc
+    tokens_end = start + 4 * num_tokens
+    state_start = tokens_end + _CHECKSUM_BYTES
+    if num_tokens < 0 or state_start + compressed_bytes != len(data):
+        raise SnapshotError("corrupt", "sizes do not add up (truncated?)")
+    if _checksum(view[:tokens_end]) != bytes(view[tokens_end:state_start]):
+        raise SnapshotError("corrupt", "checksum mismatch")
+    tokens = array("i")
+    tokens.frombytes(view[start:tokens_end])
+    try:
+        state = zstandard.ZstdDecompressor().decompress(
+            view[state_start:], max_output_size=state_bytes
+        )
+    except zstandard.ZstdError as exc:
+        raise SnapshotError("corrupt", f"state does not decompress: {exc}") from exc
+    if len(state) != state_bytes:
+        raise SnapshotError("corrupt", "state size differs from the header")
+    return SavedState(tuple(tokens), state)
