@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib.util
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +31,13 @@ def gemma_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def small_settings(model_path: Path, **extra: object) -> Settings:
-    values = {"model_path": model_path, "threads": 2, "context_length": 1024, "parallel": 5}
+    values = {
+        "model_path": model_path,
+        "threads": 2,
+        "context_length": 1024,
+        "parallel": 5,
+        "state_dir": Path(tempfile.mkdtemp(prefix="reame-state-")),  # never the user's cache
+    }
     return Settings(**{**values, **extra})
 
 

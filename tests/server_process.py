@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -24,6 +25,9 @@ class ServerProcess:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("REAME_")}
         full_env["PYTHONPATH"] = str(Path(__file__).parents[1] / "app")
         full_env.update(env or {})
+        # NOTE: never the user's own cache; a test that shares one passes REAME_STATE_DIR
+        full_env.setdefault("REAME_STATE_DIR", tempfile.mkdtemp(prefix="reame-state-"))
+        self.state_dir = Path(full_env["REAME_STATE_DIR"])
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "reame.cli.main", "serve", "--port", str(self.port), *args],
             env=full_env,

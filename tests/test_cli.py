@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -24,6 +25,7 @@ GREEDY_RUN = ["run", "--temperature", "0", "--max-tokens", "24", *SMALL]
 def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REAME_")}
     env["PYTHONPATH"] = str(Path(__file__).parents[1] / "app")
+    env["REAME_STATE_DIR"] = tempfile.mkdtemp(prefix="reame-state-")  # never the user's cache
     return env
 
 
@@ -196,7 +198,7 @@ def free_port() -> int:
 @pytest.mark.model
 def test_serve_starts_answers_health_and_stops_on_sigterm() -> None:
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "app")}
+    env = {**clean_env()}
     proc = subprocess.Popen(
         [sys.executable, "-m", "reame.cli.main", "serve", "--port", str(port), *SMALL],
         env=env,
