@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from reame import __version__
-from reame.cli import bench_cmd, config_cmd, models_cmd, run_cmd, serve_cmd
+from reame.cli import bench_cmd, cache_cmd, config_cmd, models_cmd, run_cmd, serve_cmd
 from reame.errors import ReameError
 
 
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     models_cmd.register(sub)
     bench_cmd.register(sub)
     config_cmd.register(sub)
+    cache_cmd.register(sub)
     return parser
 
 
