@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     prefix_cache_disk: bool = Field(True, description="persist snapshots on disk, not only RAM")
     prefix_cache_ram_mb: int = Field(512, ge=0, description="host memory for hot snapshots")
     prefix_cache_disk_mb: int = Field(4096, ge=0, description="disk budget of the directory")
-    prefix_cache_compression: int = Field(3, ge=1, le=19, description="zstd level on disk")
+    prefix_cache_compression: int = Field(1, ge=1, le=19, description="zstd level on disk")
     prefix_cache_min_tokens: int = Field(64, ge=1, description="shortest prefix worth keeping")
     prefix_cache_max_snapshots: int = Field(
         4, ge=1, le=64, description="snapshots taken of one prompt at most"

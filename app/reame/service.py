@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import time
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
 from pydantic import ValidationError
 
+from reame.cache.keys import BLOCK_TOKENS
 from reame.cache.prefix_cache import PrefixCache
 from reame.chat_template import ChatTemplate, require_template
 from reame.engine.engine import Engine
@@ -23,6 +26,8 @@ from reame.engine.request import Event, FinishEvent, GenerationRequest, SavedSta
 from reame.errors import InvalidRequestError
 from reame.llama import Model
 from reame.sampling import SamplingParams
+
+log = structlog.get_logger("reame.service")
 
 
 @dataclass(slots=True, frozen=True)
@@ -143,15 +148,25 @@ class Service:
         call it off the event loop."""
         prefix, points = job.prefix, ()
         if self.cache is not None:
+            started = time.perf_counter()
             hit = self.cache.lookup(job.prompt)
+            log.debug(
+                "prefix cache lookup",
+                source=hit.source if hit else "miss",
+                tokens=len(hit.state.tokens) if hit else 0,
+                ms=round(1000 * (time.perf_counter() - started), 1),
+            )
             if hit is not None and (prefix is None or len(hit.state.tokens) > len(prefix.tokens)):
                 prefix = hit.state
             if take_snapshots:
                 base = prefix.common_length(job.prompt) if prefix is not None else 0
                 wanted = self.cache.snapshot_points(len(job.prompt), list(job.marks), base)
                 points = tuple(p for p in wanted if not self.cache.holds(job.prompt, p))
+        # NOTE: with a cache, every answer's final state is kept too: the next turn of the
+        # conversation starts with this prompt and this answer
+        keep_state = job.keep_state or (self.cache is not None and take_snapshots)
         return GenerationRequest(
-            job.prompt, job.params, prefix=prefix, keep_state=job.keep_state, snapshot_at=points
+            job.prompt, job.params, prefix=prefix, keep_state=keep_state, snapshot_at=points
         )
 
     def finished(self, event: FinishEvent) -> None:
@@ -160,8 +175,9 @@ class Service:
         if self.cache is None:
             return
         self.cache.count_tokens(event.num_cached_tokens, event.num_prompt_tokens)
-        if event.state is not None:
-            self.cache.offer(event.state)
+        state = event.state
+        if state is not None and len(state.tokens) >= event.num_cached_tokens + BLOCK_TOKENS:
+            self.cache.offer(state)
 
     def text_prompt(self, text: str) -> list[int]:
         return self.model.tokenize(text)

@@ -96,6 +96,8 @@ def summarize(samples: Samples, targets: Sequence[str]) -> HttpFigures:
     base = targets[0]
     for metric, by_target in samples.items():
         figures.rows[metric] = {n: statistics.median(by_target[n]) for n in targets}
+        if any(b == 0 for b in by_target[base]):
+            continue  # a count the first target has none of (reused tokens): no ratio
         figures.ratios[metric] = {
             n: statistics.median(
                 [v / b for v, b in zip(by_target[n], by_target[base], strict=True)]

@@ -109,6 +109,8 @@ class ChunkTally:
         chunk = _parse_chunk(payload)
         if chunk.get("error"):
             raise BenchTargetError(f"the server reported an error mid-stream: {chunk['error']}")
+        for choice in chunk.get("choices") or ():
+            self.timeline.text += (choice.get("delta") or {}).get("content") or ""
         if _has_content(chunk):
             if not self.content_chunks:
                 self.timeline.first = now
@@ -118,6 +120,8 @@ class ChunkTally:
         if usage:
             self.completion_tokens = usage.get("completion_tokens", self.completion_tokens)
             self.prompt_tokens = usage.get("prompt_tokens", self.prompt_tokens)
+            details = usage.get("prompt_tokens_details") or {}
+            self.timeline.num_cached_tokens = int(details.get("cached_tokens") or 0)
 
     def finish(self, now: float) -> Timeline:
         t = self.timeline

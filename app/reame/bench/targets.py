@@ -34,6 +34,8 @@ class Timeline:
     num_tokens: int = 0
     num_prompt_tokens: int = 0  # 0 when the server did not say
     token_times: list[float] = field(default_factory=list)
+    text: str = ""  # the answer (multi-turn workloads send it back)
+    num_cached_tokens: int = 0  # prompt tokens the server says it did not compute
 
     @property
     def ttft(self) -> float:
@@ -164,8 +166,9 @@ def _describe(exc: BaseException) -> str:
 class InProcessTarget:
     """Reame's engine in this process, through the same Service the HTTP layer uses."""
 
-    def __init__(self, runtime: Runtime, name: str = IN_PROCESS) -> None:
+    def __init__(self, runtime: Runtime, name: str = IN_PROCESS, owns_runtime: bool = False):
         self._runtime = runtime
+        self._owns_runtime = owns_runtime
         self.name = name
         tuned = runtime.tuned
         self.detail = (
@@ -174,6 +177,8 @@ class InProcessTarget:
         )
 
     async def stream(self, messages: Messages, max_tokens: int) -> Timeline:
+        from reame.service import Job  # NOTE: an HTTP-only bench never loads llama.cpp
+
         service = self._runtime.service
         # the clock starts before templating and tokenizing: a server does both inside its
         # time to first token too
@@ -181,9 +186,13 @@ class InProcessTarget:
         prompt = service.chat_prompt(messages)
         params = service.sampling(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
         timeline.num_prompt_tokens = len(prompt)
-        async for event in service.astream(prompt, params):
+        # as the HTTP layer does: the message ends are where the prefix cache snapshots
+        job = Job(prompt, params, marks=service.chat_marks(messages, prompt))
+        async for choice in service.astream_many([job]):
+            event = choice.event
             now = time.perf_counter()
             if isinstance(event, TokenEvent):
+                timeline.text += event.text
                 if event.text and not timeline.first:
                     timeline.first = now
                 if timeline.first:
@@ -194,7 +203,16 @@ class InProcessTarget:
                 timeline.finished = now
                 timeline.first = timeline.first or now
                 timeline.num_tokens = event.num_completion_tokens
+                timeline.num_cached_tokens = event.num_cached_tokens
+                timeline.text += event.text
         return timeline
 
+    def replace_runtime(self, runtime: Runtime) -> None:
+        """A restart: the old runtime is closed (its snapshots written), the new one serves."""
+        self._runtime.close()
+        self._runtime, self._owns_runtime = runtime, True
+
     async def aclose(self) -> None:
-        """The runtime belongs to the caller."""
+        """Closes the runtime only if it is this target's own."""
+        if self._owns_runtime:
+            self._runtime.close()

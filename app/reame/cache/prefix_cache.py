@@ -5,6 +5,7 @@ requests that follow. Disk writes run on a background thread with a bounded queu
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ import structlog
 
 from reame import metrics
 from reame.cache.disk_tier import DiskTier
-from reame.cache.keys import group_chain, group_of, prefix_key
+from reame.cache.keys import BLOCK_TOKENS, group_chain, group_of, prefix_key
 from reame.cache.ram_tier import RamTier
 from reame.cache.snapshot_format import SnapshotError, decode, encode
 from reame.engine.request import SavedState
@@ -35,7 +36,7 @@ class CacheConfig:
     directory: Path | None  # None: RAM tier only
     ram_bytes: int
     disk_bytes: int
-    compression_level: int = 3
+    compression_level: int = 1
     min_tokens: int = 64
     max_snapshots: int = 4
     stride: int = 512  # long prompts also get a snapshot every `stride` tokens
@@ -140,19 +141,21 @@ class PrefixCache:
     # -- snapshots --------------------------------------------------------------------------
 
     def snapshot_points(self, num_tokens: int, marks: list[int], base: int = 0) -> tuple[int, ...]:
-        """Where a prompt's state is worth keeping: the whole prompt, the end of its first
-        message (a system prompt), the end of its last earlier turn, then every `stride`
-        tokens from the longest down; at most max_snapshots, and each at least min_tokens past
-        `base`, the prefix the request restores (a snapshot that saves a few tokens of compute
-        is not worth 20 KB a token of memory and disk)."""
+        """Where a prompt's state is worth keeping, best first: the end of its first message (a
+        system prompt), the end of its last earlier turn, the whole prompt, each at least a
+        block past `base` (the prefix the request restores); then every `stride` tokens from the
+        longest down, each at least min_tokens past it. At most max_snapshots, a block apart.
+        (A snapshot costs 20 KB a token of SmolLM2 in memory and on disk: one that saves a few
+        tokens of compute is not worth it.)"""
         c = self.config
-        floor = base + c.min_tokens
-        inside = sorted({m for m in marks if floor <= m < num_tokens})
-        ranked = [num_tokens, *inside[:1], *inside[-1:]]
-        ranked += sorted(range(c.stride, num_tokens, c.stride), reverse=True)
+        near, far = base + BLOCK_TOKENS, base + c.min_tokens
+        inside = sorted({m for m in marks if max(near, c.min_tokens) <= m < num_tokens})
+        ranked = [p for p in (*inside[:1], *inside[-1:], num_tokens) if p >= near]
+        ranked += [p for p in range(c.stride, num_tokens, c.stride)[::-1] if p >= far]
         chosen: list[int] = []
         for p in ranked:
-            if p >= floor and p not in chosen and len(chosen) < c.max_snapshots:
+            spaced = all(abs(p - q) >= BLOCK_TOKENS for q in chosen)
+            if p >= c.min_tokens and spaced and len(chosen) < c.max_snapshots:
                 chosen.append(p)
         return tuple(sorted(chosen))
 
@@ -185,6 +188,10 @@ class PrefixCache:
 
     def _write_loop(self) -> None:
         assert self.disk is not None
+        # NOTE: compressing and writing 30 MB must not take a core from the decode threads on a
+        # 2-core machine: on Linux a thread has its own nice value
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         while True:
             item = self._queue.get()
             if item is _STOP:

@@ -70,29 +70,41 @@ def read_header(data: bytes) -> dict:
 
 
 def decode(data: bytes, fingerprint: str) -> SavedState:
-    """Checks the header's checksum, then the version and fingerprint, then the sizes, then the
-    state's own checksum as it decompresses."""
+    """Checks the sizes and the header's checksum, then the version and fingerprint, then the
+    zstd frame's header against the file's, then the state's own checksum as it decompresses."""
     view = memoryview(data)
     header = read_header(data)
-    if header.get("version") != FORMAT_VERSION:
-        raise SnapshotError("version", f"format version {header.get('version')}")
-    if header.get("fingerprint") != fingerprint:
-        raise SnapshotError("fingerprint", "computed by another model, build or KV layout")
+    # a file that is not laid out as this version's: another version's, or a damaged one
+    unreadable = "corrupt" if header.get("version") == FORMAT_VERSION else "version"
     start = len(MAGIC) + 4 + int.from_bytes(data[len(MAGIC) : len(MAGIC) + 4], "little")
     try:
         num_tokens = int(header["num_tokens"])
         compressed_bytes = int(header["compressed_bytes"])
         state_bytes = int(header["state_bytes"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise SnapshotError("corrupt", f"header lacks sizes: {exc}") from exc
+        raise SnapshotError(unreadable, f"header lacks sizes: {exc}") from exc
     tokens_end = start + 4 * num_tokens
     state_start = tokens_end + _CHECKSUM_BYTES
     if num_tokens < 0 or state_start + compressed_bytes != len(data):
-        raise SnapshotError("corrupt", "sizes do not add up (truncated?)")
+        raise SnapshotError(unreadable, "sizes do not add up (truncated?)")
+    # NOTE: the checksum before the version and fingerprint, so that a damaged header is
+    # "corrupt", not a version or fingerprint it happens to read as
     if _checksum(view[:tokens_end]) != bytes(view[tokens_end:state_start]):
         raise SnapshotError("corrupt", "checksum mismatch")
+    if header.get("version") != FORMAT_VERSION:
+        raise SnapshotError("version", f"format version {header.get('version')}")
+    if header.get("fingerprint") != fingerprint:
+        raise SnapshotError("fingerprint", "computed by another model, build or KV layout")
     tokens = array("i")
     tokens.frombytes(view[start:tokens_end])
+    # NOTE: the frame's header is not covered by its checksum, and zstd allocates the content
+    # size it reads there: a damaged one must be refused, not allocated (MemoryError)
+    try:
+        frame = zstandard.get_frame_parameters(view[state_start:])
+    except zstandard.ZstdError as exc:
+        raise SnapshotError("corrupt", f"state is not a zstd frame: {exc}") from exc
+    if frame.content_size != state_bytes or not frame.has_checksum:
+        raise SnapshotError("corrupt", "the state's frame header differs from the file header")
     try:
         state = zstandard.ZstdDecompressor().decompress(
             view[state_start:], max_output_size=state_bytes

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 from contextlib import nullcontext
+from pathlib import Path
 
 from reame.bench.report import as_json, as_table
 from reame.bench.runner import bench_engine
@@ -53,10 +55,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --url: also run the workloads on Reame's engine in this process (model and "
         "settings as given here), as the first target, so the ratios read HTTP over in-process",
     )
+    c = p.add_argument_group("prefix cache workloads")
+    c.add_argument(
+        "--prefix",
+        action="store_true",
+        help="time to first token behind a shared 1.5k-word system prompt (cold, warm, after a "
+        "restart), per turn of a conversation, and against the share of a 2k-word prefix; "
+        "in process (Reame restarted on its own cache directory) and/or against --url servers",
+    )
+    c.add_argument(
+        "--after-restart",
+        action="store_true",
+        help="with --prefix --url: the servers were just restarted; time their first request",
+    )
     p.set_defaults(handler=bench)
 
 
 def bench(args: argparse.Namespace) -> int:
+    if args.prefix:
+        return bench_prefix(args)
+    if args.after_restart:
+        raise ConfigError("--after-restart goes with --prefix")
     if args.url or args.in_process:
         return bench_servers(args)
     settings = _settings(args)
@@ -110,6 +129,52 @@ def bench_servers(args: argparse.Namespace) -> int:
         )
     report = http_report.as_json if args.json else http_report.as_table
     print(report(header, figures))
+    return 0
+
+
+def bench_prefix(args: argparse.Namespace) -> int:
+    from reame.bench.http_report import as_table as figures_table
+    from reame.bench.prefix_runner import bench_prefix as run_prefix
+    from reame.bench.targets import HttpTarget, InProcessTarget, target_names
+
+    if args.runs < 1:
+        raise ConfigError("--runs must be at least 1")
+    in_process = args.in_process or not args.url
+    if args.after_restart and (in_process or not args.url):
+        raise ConfigError(
+            "--after-restart times servers that were just restarted: give --url, and no "
+            "--in-process (in process, --prefix restarts Reame itself)"
+        )
+    settings = _settings(args)
+    if in_process:  # NOTE: its own empty cache directory, so that cold is cold
+        cache_dir = Path(tempfile.mkdtemp(prefix="reame-bench-prefix-"))
+        settings = settings.model_copy(update={"prefix_cache_dir": cache_dir})
+
+    async def run() -> dict:
+        targets: list = []
+        restarts = {}
+        if in_process:
+            target = InProcessTarget(Runtime(settings), owns_runtime=True)
+
+            async def restart() -> None:
+                target.replace_runtime(Runtime(settings))
+
+            targets.append(target)
+            restarts[target.name] = restart
+        try:
+            names = target_names(args.url, args.name, in_process=in_process)
+            for url, name in zip(args.url, names, strict=True):
+                targets.append(await HttpTarget.open(url, name, args.api_key))
+            return await run_prefix(targets, args.runs, args.after_restart, restarts, _progress)
+        finally:
+            for t in targets:
+                await t.aclose()
+
+    tables = asyncio.run(run())
+    for title, figures in tables.items():
+        print(f"== {title}")
+        print(figures_table({"runs": args.runs}, figures))
+        print()
     return 0
 
 
