@@ -7,6 +7,7 @@ engine calls each request's sink on its own thread, and the sink hands events ac
 from __future__ import annotations
 
 import asyncio
+import functools
 import queue
 import time
 import weakref
@@ -79,6 +80,10 @@ class _LoopInbox:
             events.put_nowait(choice)
 
 
+def _freeze(message: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((k, v) for k, v in message.items() if isinstance(v, str | None)))
+
+
 def build_sampling(defaults: Mapping[str, Any], **options: Any) -> SamplingParams:
     """Request options over configured defaults; a bad value is an InvalidRequestError."""
     values = {**defaults, **{k: v for k, v in options.items() if v is not None}}
@@ -114,17 +119,27 @@ class Service:
     def chat_marks(
         self, messages: Sequence[Mapping[str, Any]], prompt: list[int]
     ) -> tuple[int, ...]:
-        """Prompt lengths at the end of the first message and of the last earlier one, where a
-        conversation's rendering is a token prefix of the whole (shared system prompts, earlier
-        turns); only with a prefix cache."""
+        """Prompt lengths where a conversation's shared parts end: after the first message (a
+        system prompt) and after the last earlier one, each taken up to the next message's
+        role header (`<|im_start|>user` and the like, which every request of that kind shares
+        too: 3 tokens less to compute on SmolLM2). Only with a prefix cache."""
         if self.cache is None or len(messages) < 2:
             return ()
         marks = []
         for count in sorted({1, len(messages) - 1}):
-            head = self._render(messages[:count], add_generation_prompt=False)
-            if prompt[: len(head)] == head:
-                marks.append(len(head))
-        return tuple(marks)
+            upto = (*messages[:count], {"role": messages[count].get("role", "user"), "content": ""})
+            head = self._render_cached(tuple(_freeze(m) for m in upto))
+            common = 0
+            for a, b in zip(head, prompt, strict=False):
+                if a != b:
+                    break
+                common += 1
+            marks.append(common)
+        return tuple(m for m in marks if m > 0)
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019 (one Service a process; a system prompt repeats)
+    def _render_cached(self, messages: tuple[tuple[tuple[str, Any], ...], ...]) -> tuple[int, ...]:
+        return tuple(self._render([dict(m) for m in messages], add_generation_prompt=False))
 
     def _render(
         self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool
