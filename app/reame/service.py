@@ -174,15 +174,26 @@ class Service:
             if hit is not None and (prefix is None or len(hit.state.tokens) > len(prefix.tokens)):
                 prefix = hit.state
             if take_snapshots:
-                base = prefix.common_length(job.prompt) if prefix is not None else 0
+                base = self._restored(prefix, job.prompt)
                 wanted = self.cache.snapshot_points(len(job.prompt), list(job.marks), base)
                 points = tuple(p for p in wanted if not self.cache.holds(job.prompt, p))
         # NOTE: with a cache, every answer's final state is kept too: the next turn of the
         # conversation starts with this prompt and this answer
         keep_state = job.keep_state or (self.cache is not None and take_snapshots)
+        # a session keeps its state whatever its length; the cache, when it adds a block
+        keep_from = 0 if job.keep_state else self._restored(prefix, job.prompt) + BLOCK_TOKENS
         return GenerationRequest(
-            job.prompt, job.params, prefix=prefix, keep_state=keep_state, snapshot_at=points
+            job.prompt,
+            job.params,
+            prefix=prefix,
+            keep_state=keep_state,
+            keep_state_from=keep_from,
+            snapshot_at=points,
         )
+
+    @staticmethod
+    def _restored(prefix: SavedState | None, prompt: list[int]) -> int:
+        return prefix.common_length(prompt) if prefix is not None else 0
 
     def finished(self, event: FinishEvent) -> None:
         """Book what the prefix cache saved, and keep a conversation's state for later turns

@@ -290,7 +290,13 @@ class Engine:
 
     def _finish(self, seq: Sequence, reason: str, error: str | None = None) -> None:
         state = None
-        if seq.slot >= 0 and seq.request.keep_state and reason in ("stop", "length"):
+        request = seq.request
+        if (
+            seq.slot >= 0
+            and request.keep_state
+            and seq.num_computed >= request.keep_state_from
+            and reason in ("stop", "length")
+        ):
             kept = tuple(seq.tokens[: seq.num_computed])
             state = SavedState(kept, self.context.save_state(seq.slot))
         if seq.slot >= 0:

@@ -36,7 +36,8 @@ class GenerationRequest:
     params: SamplingParams
     request_id: str = field(default_factory=lambda: uuid4().hex)
     prefix: SavedState | None = None  # restored instead of computing its common prefix
-    keep_state: bool = False  # the finish event carries the sequence's state
+    keep_state: bool = False  # the finish event carries the sequence's state...
+    keep_state_from: int = 0  # ...if it holds at least this many tokens (saving 30 MB costs)
     # prompt lengths at which the engine hands the sequence's state to its snapshot hook
     snapshot_at: tuple[int, ...] = ()
 
