@@ -61,6 +61,14 @@ def _stream(runtime: Runtime, job: Job):
             return
 
 
+def lookups(result: str) -> float:
+    """This process's prefix cache lookups that ended in `result` (ram, disk, miss)."""
+    sample = metrics.REGISTRY.get_sample_value(
+        "reame_prefix_cache_lookups_total", {"result": result}
+    )
+    return sample or 0.0
+
+
 def kvs_files(root: Path) -> list[Path]:
     return sorted(root.rglob(f"*{SUFFIX}"))
 
@@ -89,17 +97,11 @@ def test_a_cached_system_prompt_is_restored_from_ram_and_answers_identically(
     with Runtime(small_settings(smollm2_path, state_dir=tmp_path)) as runtime:
         tokens, cached = answer(runtime, "Name a colour.")
         assert (tokens, cached) == (computed["Name a colour."], 0)
-        ram_hits = (
-            metrics.REGISTRY.get_sample_value("reame_prefix_cache_lookups_total", {"result": "ram"})
-            or 0.0
-        )
+        ram_hits = lookups("ram")
         tokens, cached = answer(runtime, "Name a fruit.")
         assert tokens == computed["Name a fruit."]
         assert cached >= 300  # the system prompt, not computed again
-        assert (
-            metrics.REGISTRY.get_sample_value("reame_prefix_cache_lookups_total", {"result": "ram"})
-            == ram_hits + 1
-        )
+        assert lookups("ram") == ram_hits + 1
 
 
 def test_after_a_restart_the_prefix_comes_from_disk_and_answers_identically(
@@ -109,21 +111,11 @@ def test_after_a_restart_the_prefix_comes_from_disk_and_answers_identically(
         answer(runtime, "Name a colour.")
     assert kvs_files(tmp_path)  # written before close returned
     with Runtime(small_settings(smollm2_path, state_dir=tmp_path)) as runtime:
-        disk_hits = (
-            metrics.REGISTRY.get_sample_value(
-                "reame_prefix_cache_lookups_total", {"result": "disk"}
-            )
-            or 0.0
-        )
+        disk_hits = lookups("disk")
         tokens, cached = answer(runtime, "Why?")
         assert tokens == computed["Why?"]
         assert cached >= 300
-        assert (
-            metrics.REGISTRY.get_sample_value(
-                "reame_prefix_cache_lookups_total", {"result": "disk"}
-            )
-            == disk_hits + 1
-        )
+        assert lookups("disk") == disk_hits + 1
 
 
 def test_a_damaged_file_is_a_miss_and_a_recompute_never_a_wrong_answer(
