@@ -222,3 +222,16 @@ def test_a_session_survives_a_restart_of_the_server(tmp_path: Path) -> None:
         assert second.choices[0].message.content == fresh["choices"][0]["message"]["content"]
     finally:
         assert server.stop() == 0
+
+
+def test_a_free_sequence_still_holding_the_prefix_is_reused_without_a_copy(
+    smollm2_path: Path, computed: dict[str, list[int]]
+) -> None:
+    # no RAM budget and no disk: only the KV left in the finished request's slot can serve
+    settings = small_settings(smollm2_path, prefix_cache_ram_mb=0, prefix_cache_disk=False)
+    with Runtime(settings) as runtime:
+        answer(runtime, "Name a colour.")
+        assert runtime.cache.lookup(runtime.service.chat_prompt(chat("Why?"))) is None
+        tokens, cached = answer(runtime, "Name a fruit.")
+    assert tokens == computed["Name a fruit."]
+    assert cached >= 300

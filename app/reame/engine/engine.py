@@ -31,6 +31,16 @@ from reame.sampling import Sampler, SamplingParams
 log = structlog.get_logger("reame.engine")
 
 SWITCH_INTERVAL_SECONDS = 0.001
+MIN_REUSE = 32  # tokens of a free slot's KV worth reusing rather than emptying the slot
+
+
+def _common_length(a: list[int], b: list[int]) -> int:
+    common = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        common += 1
+    return common
 
 
 @dataclass(slots=True, frozen=True)
@@ -65,6 +75,8 @@ class Engine:
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
         self._free_slots = list(range(context.shape.num_sequences))  # a min-heap
+        # free slots whose KV still holds a finished prompt: (its tokens, its chunk ends)
+        self._resident: dict[int, tuple[list[int], list[int]]] = {}
         self._wake_hooks: tuple[weakref.WeakMethod[Callable[[], None]], ...] = ()
         self._wake_hooks_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="reame-engine", daemon=True)
@@ -199,11 +211,46 @@ class Engine:
         # NOTE: every slot owns a full context of KV cells, so a free slot is all it takes
         while self._waiting and self._free_slots:
             seq = self._waiting.popleft()
-            seq.slot = heapq.heappop(self._free_slots)
             self._running.append(seq)
-            if seq.request.prefix is not None:
-                self._restore(seq, seq.request.prefix)
+            if not self._reuse_resident(seq):
+                seq.slot = self._take_empty_slot()
+                if seq.request.prefix is not None:
+                    self._restore(seq, seq.request.prefix)
         self._publish_counts()
+
+    def _reuse_resident(self, seq: Sequence) -> bool:
+        """Take the free slot whose KV still holds the longest reusable prefix of this prompt,
+        if that beats restoring the request's prefix: nothing is copied (llama-server's slot
+        reuse, up to a chunk end so the rest is computed as a cold request computes it)."""
+        prompt = seq.request.prompt[:-1]
+        best_slot, best = -1, 0
+        for slot, (tokens, ends) in self._resident.items():
+            common = _common_length(tokens, prompt)
+            reuse = max((e for e in ends if e <= common), default=0)
+            if reuse > best:
+                best_slot, best = slot, reuse
+        prefix = seq.request.prefix
+        if best < MIN_REUSE or (prefix is not None and prefix.common_length(prompt) > best):
+            return False
+        self._free_slots.remove(best_slot)
+        heapq.heapify(self._free_slots)
+        del self._resident[best_slot]
+        seq.slot = best_slot
+        self.context.remove(best_slot, best)
+        seq.num_computed = seq.num_cached = best
+        seq.chunk_ends = [best]
+        seq.snapshots_due = [p for p in seq.snapshots_due if p > best]
+        return True
+
+    def _take_empty_slot(self) -> int:
+        """The lowest free slot holding nothing, else the lowest free slot, emptied."""
+        empty = [s for s in self._free_slots if s not in self._resident]
+        slot = min(empty) if empty else self._free_slots[0]
+        self._free_slots.remove(slot)
+        heapq.heapify(self._free_slots)
+        if self._resident.pop(slot, None) is not None:
+            self.context.remove(slot)
+        return slot
 
     def _publish_counts(self) -> None:
         metrics.RUNNING.set(len(self._running))
@@ -217,6 +264,7 @@ class Engine:
             return
         self.context.remove(seq.slot, common)
         seq.num_computed = seq.num_cached = common
+        seq.chunk_ends = [common]
         seq.snapshots_due = [p for p in seq.snapshots_due if p > common]
 
     def _step(self) -> None:
@@ -240,6 +288,8 @@ class Engine:
             positions.extend(range(part.start, end))
             seq_ids.extend([seq.slot] * part.count)
             wants_logits.extend([False] * part.count)
+            if end <= seq.num_prompt:
+                seq.chunk_ends.append(end)
             if part.wants_logits:
                 wants_logits[-1] = True
                 outputs.append((seq, len(tokens) - 1))
@@ -300,7 +350,13 @@ class Engine:
             kept = tuple(seq.tokens[: seq.num_computed])
             state = SavedState(kept, self.context.save_state(seq.slot))
         if seq.slot >= 0:
-            self.context.remove(seq.slot)
+            keep = max(seq.chunk_ends, default=0) if reason in ("stop", "length") else 0
+            if self._on_snapshot is not None and keep >= MIN_REUSE:
+                # NOTE: the prompt's KV stays in the free slot for a request that starts alike
+                self.context.remove(seq.slot, keep)
+                self._resident[seq.slot] = (seq.tokens[:keep], seq.chunk_ends)
+            else:
+                self.context.remove(seq.slot)
             heapq.heappush(self._free_slots, seq.slot)
             seq.slot = -1
             self._running.remove(seq)

@@ -22,6 +22,9 @@ class Sequence:
     num_cached: int = 0  # prompt tokens restored rather than computed
     is_aborted: bool = False
     snapshots_due: list[int] = field(default_factory=list)  # ascending prompt lengths
+    # where its prompt's chunks ended (and where a restore left off): a later request may
+    # reuse this sequence's KV up to one of them and compute the rest as a cold request would
+    chunk_ends: list[int] = field(default_factory=list)
 
     @property
     def next_snapshot(self) -> int:
