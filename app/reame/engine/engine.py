@@ -1,8 +1,9 @@
 """The engine thread: admit, schedule, one llama_decode for many sequences, sample, emit.
 
-NOTE: the only module that starts threads. llama_decode releases the GIL, so the caller's event
-loop stays free while a step runs. Requests come in through a thread-safe inbox; events go out
-through each request's sink, called on the engine thread.
+NOTE: the only thread that calls llama.cpp (the prefix cache's writer only writes files).
+llama_decode releases the GIL, so the caller's event loop stays free while a step runs. Requests
+come in through a thread-safe inbox; events go out through each request's sink, called on the
+engine thread.
 """
 
 from __future__ import annotations
