@@ -158,8 +158,7 @@ def test_a_second_server_process_finds_what_the_first_computed(tmp_path: Path) -
     first = ServerProcess(*args, env=env)
     second = ServerProcess(*args, env=env)
     try:
-        one = OpenAI(base_url=f"{first.url}/v1", api_key="none", max_retries=0)
-        two = OpenAI(base_url=f"{second.url}/v1", api_key="none", max_retries=0)
+        one, two = client_of(first), client_of(second)
         cold = one.chat.completions.create(
             model=MODEL, messages=chat("Name a colour."), temperature=0, max_tokens=16
         )
@@ -183,20 +182,27 @@ def test_a_second_server_process_finds_what_the_first_computed(tmp_path: Path) -
         assert second.stop() == 0
 
 
+def client_of(server: ServerProcess) -> OpenAI:
+    return OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0)
+
+
+def ask_in_session(server: ServerProcess, messages: list[dict[str, str]]):
+    return client_of(server).chat.completions.create(
+        model=MODEL,
+        messages=messages,
+        temperature=0,
+        max_tokens=20,
+        extra_body={"session_id": "kept"},
+    )
+
+
 def test_a_session_survives_a_restart_of_the_server(tmp_path: Path) -> None:
     env = {"REAME_STATE_DIR": str(tmp_path)}
     args = ("--threads", "2", "--parallel", "2", "--context-length", "1024")
     turn1 = chat("Name three colours.")
     server = ServerProcess(*args, env=env)
     try:
-        client = OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0)
-        first = client.chat.completions.create(
-            model=MODEL,
-            messages=turn1,
-            temperature=0,
-            max_tokens=20,
-            extra_body={"session_id": "kept"},
-        )
+        first = ask_in_session(server, turn1)
     finally:
         assert server.stop() == 0
     history = [
@@ -206,14 +212,7 @@ def test_a_session_survives_a_restart_of_the_server(tmp_path: Path) -> None:
     ]
     server = ServerProcess(*args, env=env)
     try:
-        client = OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0)
-        second = client.chat.completions.create(
-            model=MODEL,
-            messages=history,
-            temperature=0,
-            max_tokens=20,
-            extra_body={"session_id": "kept"},
-        )
+        second = ask_in_session(server, history)
         cached = second.usage.prompt_tokens_details.cached_tokens
         # the whole first turn, its answer included, was not computed again
         assert cached >= first.usage.prompt_tokens + first.usage.completion_tokens - 2

@@ -120,8 +120,7 @@ class Runtime:
 
     def _warm_up(self) -> None:
         """Pay the one-time costs before the first user does: the chat template compiles and
-        the first llama_decode sizes its buffers (measured: the first request after a restart
-        took up to twice as long as the next without this)."""
+        the first llama_decode sizes its buffers."""
         if self.model.chat_template is not None:
             self.service.chat_prompt([{"role": "user", "content": "hello"}])
         done = threading.Event()

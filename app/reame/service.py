@@ -23,7 +23,13 @@ from reame.cache.keys import BLOCK_TOKENS
 from reame.cache.prefix_cache import PrefixCache
 from reame.chat_template import ChatTemplate, require_template
 from reame.engine.engine import Engine
-from reame.engine.request import Event, FinishEvent, GenerationRequest, SavedState
+from reame.engine.request import (
+    Event,
+    FinishEvent,
+    GenerationRequest,
+    SavedState,
+    common_length,
+)
 from reame.errors import InvalidRequestError
 from reame.llama import Model
 from reame.sampling import SamplingParams
@@ -80,6 +86,11 @@ class _LoopInbox:
             events.put_nowait(choice)
 
 
+def _reach(prefix: SavedState | None, prompt: list[int]) -> int:
+    """How much of the prompt a state would restore."""
+    return prefix.common_length(prompt) if prefix is not None else 0
+
+
 def _freeze(message: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((k, v) for k, v in message.items() if isinstance(v, str | None)))
 
@@ -129,12 +140,7 @@ class Service:
         for count in sorted({1, len(messages) - 1}):
             upto = (*messages[:count], {"role": messages[count].get("role", "user"), "content": ""})
             head = self._render_cached(tuple(_freeze(m) for m in upto))
-            common = 0
-            for a, b in zip(head, prompt, strict=False):
-                if a != b:
-                    break
-                common += 1
-            marks.append(common)
+            marks.append(common_length(head, prompt))
         return tuple(m for m in marks if m > 0)
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 (one Service a process; a system prompt repeats)
@@ -171,29 +177,23 @@ class Service:
                 tokens=len(hit.state.tokens) if hit else 0,
                 ms=round(1000 * (time.perf_counter() - started), 1),
             )
-            if hit is not None and (prefix is None or len(hit.state.tokens) > len(prefix.tokens)):
+            if hit is not None and _reach(hit.state, job.prompt) > _reach(prefix, job.prompt):
                 prefix = hit.state
             if take_snapshots:
-                base = self._restored(prefix, job.prompt)
+                base = _reach(prefix, job.prompt)
                 wanted = self.cache.snapshot_points(len(job.prompt), list(job.marks), base)
                 points = tuple(p for p in wanted if not self.cache.holds(job.prompt, p))
-        # NOTE: with a cache, every answer's final state is kept too: the next turn of the
-        # conversation starts with this prompt and this answer
-        keep_state = job.keep_state or (self.cache is not None and take_snapshots)
-        # a session keeps its state whatever its length; the cache, when it adds a block
-        keep_from = 0 if job.keep_state else self._restored(prefix, job.prompt) + BLOCK_TOKENS
+        # NOTE: with a cache, every answer's final state is kept too (when it adds a block): the
+        # next turn of the conversation starts with this prompt and this answer. A session keeps
+        # its state whatever it adds.
         return GenerationRequest(
             job.prompt,
             job.params,
             prefix=prefix,
-            keep_state=keep_state,
-            keep_state_from=keep_from,
+            keep_state=job.keep_state or (self.cache is not None and take_snapshots),
+            keep_state_min_new=0 if job.keep_state else BLOCK_TOKENS,
             snapshot_at=points,
         )
-
-    @staticmethod
-    def _restored(prefix: SavedState | None, prompt: list[int]) -> int:
-        return prefix.common_length(prompt) if prefix is not None else 0
 
     def finished(self, event: FinishEvent) -> None:
         """Book what the prefix cache saved, and keep a conversation's state for later turns
@@ -240,10 +240,12 @@ class Service:
             self.engine.add_wake_hook(inbox.wake)
         events: asyncio.Queue[ChoiceEvent] = asyncio.Queue()
         running: dict[int, GenerationRequest] = {}
-        requests = await asyncio.to_thread(self._requests, jobs) if self.cache else None
+        # NOTE: a cache lookup may read the disk: off the loop
+        requests = (
+            await asyncio.to_thread(self._requests, jobs) if self.cache else self._requests(jobs)
+        )
         try:
-            for index, job in enumerate(jobs):
-                request = requests[index] if requests else self.request(job)
+            for index, request in enumerate(requests):
                 self.engine.submit(request, inbox.sink(events, index))
                 running[index] = request
             while running:

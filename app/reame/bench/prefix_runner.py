@@ -14,6 +14,7 @@ are seeded, so a second invocation (after restarting the servers) sends the same
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 
 from reame.bench.http_runner import HttpFigures, Samples, summarize
@@ -97,29 +98,25 @@ async def bench_prefix(
 ) -> dict[str, HttpFigures]:
     """One table per workload; ratios against the first target."""
     names = [t.name for t in targets]
-    tables: dict[str, Samples] = {}
+    # title -> metric -> target -> values, rows in the order they were first written
+    tables: defaultdict[str, Samples] = defaultdict(lambda: defaultdict(dict))
     for target in targets:
         log(f"{target.name}: shared system prompt")
-        s = tables.setdefault("(a) shared system prompt, time to first token", _samples())
-        await shared_system(target, runs, after_restart, restarts.get(target.name), s)
+        await shared_system(
+            target,
+            runs,
+            after_restart,
+            restarts.get(target.name),
+            tables["(a) shared system prompt, time to first token"],
+        )
         if after_restart:
             continue  # the rest would only measure warm caches again
         log(f"{target.name}: multi-turn")
-        await multi_turn(target, tables.setdefault("(b) multi-turn", _samples()))
+        await multi_turn(target, tables["(b) multi-turn"])
         log(f"{target.name}: overlap sweep")
-        await overlap_sweep(target, tables.setdefault("(c) overlap sweep", _samples()))
+        await overlap_sweep(target, tables["(c) overlap sweep"])
     out = {}
     for title, samples in tables.items():
         complete = {m: v for m, v in samples.items() if set(v) == set(names)}
         out[title] = summarize(complete, names)
     return out
-
-
-def _samples() -> Samples:
-    return _AutoSamples()
-
-
-class _AutoSamples(dict):  # metric -> target -> values, rows in the order first written
-    def __missing__(self, key: str) -> dict[str, list[float]]:
-        self[key] = {}
-        return self[key]

@@ -87,30 +87,8 @@ class DiskTier:
     def remove(self, path: Path) -> None:
         path.unlink(missing_ok=True)
 
-    def files(self) -> Iterator[StoredFile]:
-        """Every snapshot under ROOT, of every fingerprint."""
-        for dirpath, _, names in os.walk(self.root):
-            for name in names:
-                if name.endswith(SUFFIX):
-                    p = Path(dirpath) / name
-                    try:
-                        st = p.stat()
-                    except OSError:
-                        continue
-                    yield StoredFile(p, st.st_size, st.st_mtime)
-
     def evict(self) -> tuple[int, int]:
-        """Remove least recently used files until ROOT is within budget; (files, bytes) left."""
-        stored = sorted(self.files(), key=lambda f: f.last_used)
-        total = sum(f.num_bytes for f in stored)
-        removed = 0
-        for f in stored:
-            if total <= self.max_bytes:
-                break
-            f.path.unlink(missing_ok=True)
-            total -= f.num_bytes
-            removed += 1
-        return removed, total
+        return evict(self.root, self.max_bytes)
 
     def remove_stale_parts(self, now: float | None = None) -> int:
         now = time.time() if now is None else now
@@ -123,3 +101,30 @@ class DiskTier:
             except OSError:
                 continue
         return count
+
+
+def stored_files(root: Path) -> Iterator[StoredFile]:
+    """Every snapshot under ROOT, of every fingerprint."""
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            if name.endswith(SUFFIX):
+                p = Path(dirpath) / name
+                try:
+                    st = p.stat()
+                except OSError:
+                    continue
+                yield StoredFile(p, st.st_size, st.st_mtime)
+
+
+def evict(root: Path, max_bytes: int) -> tuple[int, int]:
+    """Remove least recently used files until ROOT is within max_bytes: (removed, bytes left)."""
+    stored = sorted(stored_files(root), key=lambda f: f.last_used)
+    total = sum(f.num_bytes for f in stored)
+    removed = 0
+    for f in stored:
+        if total <= max_bytes:
+            break
+        f.path.unlink(missing_ok=True)
+        total -= f.num_bytes
+        removed += 1
+    return removed, total

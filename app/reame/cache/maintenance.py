@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from reame.cache.disk_tier import DiskTier, StoredFile
+from reame.cache.disk_tier import StoredFile, evict, stored_files
 from reame.cache.snapshot_format import SnapshotError, decode, read_header
 
 
@@ -24,7 +24,8 @@ def fingerprint_of(path: Path) -> str:
 
 
 def stored(root: Path) -> list[StoredFile]:
-    return sorted(DiskTier(root, "", 0).files(), key=lambda f: f.last_used, reverse=True)
+    """Most recently used first."""
+    return sorted(stored_files(root), key=lambda f: f.last_used, reverse=True)
 
 
 def listing(root: Path) -> list[Listed]:
@@ -58,7 +59,7 @@ def verify(root: Path) -> tuple[int, list[tuple[Path, str]]]:
 
 def prune(root: Path, max_bytes: int) -> tuple[int, int]:
     """Least recently used out until within max_bytes: (files removed, bytes left)."""
-    return DiskTier(root, "", max_bytes).evict()
+    return evict(root, max_bytes)
 
 
 def clear(root: Path) -> int:

@@ -140,7 +140,7 @@ def bench_prefix(args: argparse.Namespace) -> int:
     if args.runs < 1:
         raise ConfigError("--runs must be at least 1")
     in_process = args.in_process or not args.url
-    if args.after_restart and (in_process or not args.url):
+    if args.after_restart and in_process:
         raise ConfigError(
             "--after-restart times servers that were just restarted: give --url, and no "
             "--in-process (in process, --prefix restarts Reame itself)"

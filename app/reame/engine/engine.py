@@ -8,7 +8,6 @@ engine thread.
 
 from __future__ import annotations
 
-import heapq
 import queue
 import sys
 import threading
@@ -22,7 +21,14 @@ import structlog
 
 from reame import metrics
 from reame.detokenize import TextStream
-from reame.engine.request import FinishEvent, GenerationRequest, SavedState, Sink, TokenEvent
+from reame.engine.request import (
+    FinishEvent,
+    GenerationRequest,
+    SavedState,
+    Sink,
+    TokenEvent,
+    common_length,
+)
 from reame.engine.schedule import Work, plan_step
 from reame.engine.sequence import Sequence
 from reame.errors import EngineBusyError, InvalidRequestError
@@ -33,15 +39,6 @@ log = structlog.get_logger("reame.engine")
 
 SWITCH_INTERVAL_SECONDS = 0.001
 MIN_REUSE = 32  # tokens of a free slot's KV worth reusing rather than emptying the slot
-
-
-def _common_length(a: list[int], b: list[int]) -> int:
-    common = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        common += 1
-    return common
 
 
 @dataclass(slots=True, frozen=True)
@@ -75,7 +72,7 @@ class Engine:
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
-        self._free_slots = list(range(context.shape.num_sequences))  # a min-heap
+        self._free_slots = set(range(context.shape.num_sequences))
         # free slots whose KV still holds a finished prompt: (its tokens, its chunk ends)
         self._resident: dict[int, tuple[list[int], list[int]]] = {}
         self._wake_hooks: tuple[weakref.WeakMethod[Callable[[], None]], ...] = ()
@@ -226,7 +223,7 @@ class Engine:
         prompt = seq.request.prompt[:-1]
         best_slot, best = -1, 0
         for slot, (tokens, ends) in self._resident.items():
-            common = _common_length(tokens, prompt)
+            common = common_length(tokens, prompt)
             reuse = max((e for e in ends if e <= common), default=0)
             if reuse > best:
                 best_slot, best = slot, reuse
@@ -234,7 +231,6 @@ class Engine:
         if best < MIN_REUSE or (prefix is not None and prefix.common_length(prompt) > best):
             return False
         self._free_slots.remove(best_slot)
-        heapq.heapify(self._free_slots)
         del self._resident[best_slot]
         seq.slot = best_slot
         self.context.remove(best_slot, best)
@@ -245,10 +241,8 @@ class Engine:
 
     def _take_empty_slot(self) -> int:
         """The lowest free slot holding nothing, else the lowest free slot, emptied."""
-        empty = [s for s in self._free_slots if s not in self._resident]
-        slot = min(empty) if empty else self._free_slots[0]
+        slot = min(self._free_slots - self._resident.keys(), default=min(self._free_slots))
         self._free_slots.remove(slot)
-        heapq.heapify(self._free_slots)
         if self._resident.pop(slot, None) is not None:
             self.context.remove(slot)
         return slot
@@ -345,7 +339,7 @@ class Engine:
         if (
             seq.slot >= 0
             and request.keep_state
-            and seq.num_computed >= request.keep_state_from
+            and seq.num_computed - seq.num_cached >= request.keep_state_min_new
             and reason in ("stop", "length")
         ):
             kept = tuple(seq.tokens[: seq.num_computed])
@@ -358,7 +352,7 @@ class Engine:
                 self._resident[seq.slot] = (seq.tokens[:keep], seq.chunk_ends)
             else:
                 self.context.remove(seq.slot)
-            heapq.heappush(self._free_slots, seq.slot)
+            self._free_slots.add(seq.slot)
             seq.slot = -1
             self._running.remove(seq)
         with self._in_flight_lock:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from uuid import uuid4
 
@@ -20,14 +20,19 @@ class SavedState:
     def num_bytes(self) -> int:
         return len(self.data)
 
-    def common_length(self, tokens: list[int]) -> int:
+    def common_length(self, tokens: Sequence[int]) -> int:
         """How many leading tokens this state shares with `tokens`."""
-        common = 0
-        for a, b in zip(self.tokens, tokens, strict=False):
-            if a != b:
-                break
-            common += 1
-        return common
+        return common_length(self.tokens, tokens)
+
+
+def common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens two token sequences share."""
+    common = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        common += 1
+    return common
 
 
 @dataclass(slots=True)
@@ -37,7 +42,7 @@ class GenerationRequest:
     request_id: str = field(default_factory=lambda: uuid4().hex)
     prefix: SavedState | None = None  # restored instead of computing its common prefix
     keep_state: bool = False  # the finish event carries the sequence's state...
-    keep_state_from: int = 0  # ...if it holds at least this many tokens (saving 30 MB costs)
+    keep_state_min_new: int = 0  # ...if it computed this many beyond what it restored
     # prompt lengths at which the engine hands the sequence's state to its snapshot hook
     snapshot_at: tuple[int, ...] = ()
 
