@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import importlib.util
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from reame.config import Settings
 from reame.log import configure_logging
 from reame.models.resolve import resolve_model
 from reame.runtime import Runtime
+from state_dirs import new_state_dir
 
 configure_logging("warning", "console")
 
@@ -36,7 +36,7 @@ def small_settings(model_path: Path, **extra: object) -> Settings:
         "threads": 2,
         "context_length": 1024,
         "parallel": 5,
-        "state_dir": Path(tempfile.mkdtemp(prefix="reame-state-")),  # never the user's cache
+        "state_dir": new_state_dir(),
     }
     return Settings(**{**values, **extra})
 

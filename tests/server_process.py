@@ -6,10 +6,11 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from state_dirs import new_state_dir
 
 
 def free_port() -> int:
@@ -26,7 +27,7 @@ class ServerProcess:
         full_env["PYTHONPATH"] = str(Path(__file__).parents[1] / "app")
         full_env.update(env or {})
         # NOTE: never the user's own cache; a test that shares one passes REAME_STATE_DIR
-        full_env.setdefault("REAME_STATE_DIR", tempfile.mkdtemp(prefix="reame-state-"))
+        full_env.setdefault("REAME_STATE_DIR", str(new_state_dir()))
         self.state_dir = Path(full_env["REAME_STATE_DIR"])
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "reame.cli.main", "serve", "--port", str(self.port), *args],

@@ -180,8 +180,10 @@ def test_aggregate_decode_counts_only_the_time_every_stream_was_decoding() -> No
 
 
 def test_chunks_of_several_tokens_count_as_the_tokens_the_usage_reports() -> None:
+    # the first chunk is the first token; the two after it share the other 8
     t = Timeline(0.0, first=1.0, finished=3.5, num_tokens=9, token_times=[1.0, 2.0, 3.0])
-    assert aggregate_tps([t]) == pytest.approx(2 * 3 / 2.0)
+    assert aggregate_tps([t]) == pytest.approx(8 / 2.0)
+    assert t.tokens_between(0.0, 3.0) == pytest.approx(9)
 
 
 def test_without_chunk_times_tokens_are_spread_evenly_up_to_the_finish() -> None:
@@ -280,7 +282,9 @@ def scripted(short_by: int = 0) -> tuple[list[ScriptedTarget], list[Call]]:
 def test_every_target_gets_the_same_workloads_in_turn_with_a_cold_prompt_each_run() -> None:
     targets, calls = scripted()
     logged: list[str] = []
-    asyncio.run(bench_targets(targets, runs=2, prompt_tokens=64, max_tokens=9, log=logged.append))
+    asyncio.run(
+        bench_targets(targets, runs=2, prompt_tokens=64, max_tokens=9, log=logged.append, seed=7)
+    )
     prefill = [c for c in calls if c.max_tokens == 1]
     assert [c.target for c in prefill] == ["fast", "slow", "slow", "fast"]  # taking turns
     runs = [prefill[0].content, prefill[2].content]
@@ -290,8 +294,10 @@ def test_every_target_gets_the_same_workloads_in_turn_with_a_cold_prompt_each_ru
     assert all(c.content not in runs for c in warm)  # the warm-up leaves the runs cold
     decode = [c for c in calls if c.max_tokens == 9]
     assert len(decode) == 2 * 2 * (1 + 2 + 4)
-    assert {c.content for c in decode} == {m[0]["content"] for r in (0, 1) for m in decode_chats(r)}
-    first, second = decode_chats(0), decode_chats(1)
+    assert {c.content for c in decode} == {
+        m[0]["content"] for r in (0, 1) for m in decode_chats(7, r)
+    }
+    first, second = decode_chats(7, 0), decode_chats(7, 1)
     assert all(a[0]["content"].endswith(q) for a, q in zip(first, topics(4), strict=True))
     assert not {m[0]["content"] for m in first} & {m[0]["content"] for m in second}
     assert all(c.content not in {m[0]["content"] for m in first} for c in warm)
@@ -300,7 +306,7 @@ def test_every_target_gets_the_same_workloads_in_turn_with_a_cold_prompt_each_ru
 
 def test_the_figures_follow_from_the_timelines() -> None:
     targets, _ = scripted()
-    figures = asyncio.run(bench_targets(targets, 3, 64, 9, lambda _: None))
+    figures = asyncio.run(bench_targets(targets, 3, 64, 9, lambda _: None, 7))
     assert figures.targets == ["fast", "slow"]
     assert set(figures.rows) == set(METRICS)
     assert figures.rows[TTFT]["fast"] == pytest.approx(64 / 1000)
@@ -317,7 +323,7 @@ def test_the_figures_follow_from_the_timelines() -> None:
 
 def test_a_target_that_stops_short_fails_its_check() -> None:
     targets, _ = scripted(short_by=2)
-    figures = asyncio.run(bench_targets(targets, 1, 16, 9, lambda _: None))
+    figures = asyncio.run(bench_targets(targets, 1, 16, 9, lambda _: None, 7))
     assert figures.checks == {exact_check("fast"): True, exact_check("slow"): False}
 
 
@@ -355,7 +361,7 @@ def test_the_request_is_greedy_streamed_with_usage_and_ignores_eos() -> None:
 def report_figures() -> tuple[dict, HttpFigures]:
     targets, _ = scripted()
     targets.append(ScriptedTarget("third", 250.0, 10.0, []))
-    figures = asyncio.run(bench_targets(targets, 1, 16, 5, lambda _: None))
+    figures = asyncio.run(bench_targets(targets, 1, 16, 5, lambda _: None, 7))
     header = {"target fast": "scripted", "runs": 1, "prompt_tokens": 16, "max_tokens": 5}
     return header, figures
 

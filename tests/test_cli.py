@@ -8,12 +8,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from state_dirs import new_state_dir
 
 SMALL = ["--threads", "2", "--parallel", "1", "--context-length", "512"]
 
@@ -25,7 +26,7 @@ GREEDY_RUN = ["run", "--temperature", "0", "--max-tokens", "24", *SMALL]
 def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REAME_")}
     env["PYTHONPATH"] = str(Path(__file__).parents[1] / "app")
-    env["REAME_STATE_DIR"] = tempfile.mkdtemp(prefix="reame-state-")  # never the user's cache
+    env["REAME_STATE_DIR"] = str(new_state_dir())
     return env
 
 

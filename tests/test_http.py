@@ -383,6 +383,28 @@ def test_a_full_queue_is_a_429_with_retry_after_and_sigterm_drains() -> None:
         srv.stop()
 
 
+def test_a_stream_gathers_its_tokens_between_writes_and_loses_none() -> None:
+    srv = one_slot_server(512, {"REAME_STREAM_INTERVAL_MS": "200"})
+    try:
+        client = OpenAI(base_url=f"{srv.url}/v1", api_key="none", max_retries=0)
+        ask = {"model": MODEL, "messages": COLORS, "temperature": 0, "max_tokens": 40}
+        ask["extra_body"] = {"ignore_eos": True}
+        whole = client.chat.completions.create(**ask).choices[0].message.content
+        stream = list(
+            client.chat.completions.create(
+                **ask, stream=True, logprobs=True, stream_options={"include_usage": True}
+            )
+        )
+        chunks = [c for c in stream if c.choices and c.choices[0].logprobs]
+        per_chunk = [len(c.choices[0].logprobs.content) for c in chunks]
+        assert per_chunk[0] == 1  # the first token goes out at once
+        assert max(per_chunk) > 1  # then a write carries several
+        assert sum(per_chunk) == stream[-1].usage.completion_tokens == 40  # none is lost
+        assert "".join(c.choices[0].delta.content or "" for c in chunks) == whole
+    finally:
+        srv.stop()
+
+
 def test_bench_measures_a_server_over_http(server: ServerProcess) -> None:
     import subprocess
     import sys
@@ -417,6 +439,7 @@ def test_bench_measures_a_server_over_http(server: ServerProcess) -> None:
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["targets"] == ["reame"]
+    assert isinstance(report["prompt_seed"], int)  # a new one each time, to send it again
     rows = report["figures"]
     for key in ("time to first token s", "aggregate decode tok/s x1", "aggregate decode tok/s x4"):
         assert rows[key]["reame"] > 0

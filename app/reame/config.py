@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(1 << 20, ge=1024)
     max_n: int = Field(8, ge=1, le=64, description="largest n a request may ask for")
     drain_seconds: float = Field(30.0, ge=0, description="grace for in-flight requests on stop")
+    stream_interval_ms: float = Field(
+        30.0, ge=0, le=1000, description="gather a stream's tokens this long between writes"
+    )
     session_idle_seconds: float = Field(1800.0, gt=0)
     max_sessions: int = Field(64, ge=0)
     session_memory_mb: int = Field(1024, ge=0, description="host memory for session state")

@@ -212,6 +212,7 @@ class Context:
         self._memory = lc.llama_get_memory(ptr)
         self._batch = lc.llama_batch_init(shape.batch_size, 0, 1)
         self._has_batch = True
+        self._logit_views: dict[int, np.ndarray] = {}
 
     def decode(
         self,
@@ -238,7 +239,14 @@ class Context:
         """A view (no copy) of the logits of one output token of the last decode; valid until
         the next decode."""
         ptr = lc.llama_get_logits_ith(self._ptr, batch_index)
-        return np.ctypeslib.as_array(ptr, shape=(self.model.vocab_size,))
+        address = ctypes.addressof(ptr.contents)
+        view = self._logit_views.get(address)
+        if view is None:  # NOTE: the output buffer stays put between decodes: views are reused
+            if len(self._logit_views) >= 256:
+                self._logit_views.clear()
+            view = np.ctypeslib.as_array(ptr, shape=(self.model.vocab_size,))
+            self._logit_views[address] = view
+        return view
 
     def save_state(self, seq_id: int) -> bytes:
         """A sequence's KV state as bytes (llama_state_seq_get_data)."""

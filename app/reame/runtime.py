@@ -106,7 +106,13 @@ class Runtime:
             on_snapshot=self.cache.offer if self.cache else None,
         )
         self.engine.start()
-        self.service = Service(self.model, self.engine, sampling_defaults(settings), self.cache)
+        self.service = Service(
+            self.model,
+            self.engine,
+            sampling_defaults(settings),
+            self.cache,
+            settings.stream_interval_ms / 1000,
+        )
         self._warm_up()
         log.info(
             "model ready",

@@ -58,26 +58,38 @@ class _LoopInbox:
     """Hands engine events to one event loop with at most one wake-up pending. The engine
     emits a step's events, then calls `wake` as it enters the next llama_decode (a wake-up
     per token, or one while the engine still needs the GIL, costs the decode threads time on
-    a 2-core machine)."""
+    a 2-core machine). Tokens are gathered for `interval` seconds between wake-ups; a
+    stream's first token and every finish go out at once."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
+        self._loop, self._interval = loop, interval
         self._items: deque[tuple[asyncio.Queue[ChoiceEvent], ChoiceEvent]] = deque()
         self._is_scheduled = False
+        self._is_urgent = False
+        self._last_wake = 0.0
 
     def sink(self, events: asyncio.Queue[ChoiceEvent], index: int) -> Callable[[Event], None]:
+        is_first = True
+
         def put(event: Event) -> None:  # on the engine thread
+            nonlocal is_first
+            if is_first or isinstance(event, FinishEvent):
+                self._is_urgent, is_first = True, False
             self._items.append((events, ChoiceEvent(index, event)))
 
         return put
 
     def wake(self) -> None:  # on the engine thread
-        if self._items and not self._is_scheduled:
-            self._is_scheduled = True
-            try:
-                self._loop.call_soon_threadsafe(self._deliver)
-            except RuntimeError:  # the loop is closed: nobody is left to read these
-                self._items.clear()
+        if not self._items or self._is_scheduled:
+            return
+        now = time.perf_counter()
+        if not self._is_urgent and now - self._last_wake < self._interval:
+            return
+        self._is_urgent, self._is_scheduled, self._last_wake = False, True, now
+        try:
+            self._loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:  # the loop is closed: nobody is left to read these
+            self._items.clear()
 
     def _deliver(self) -> None:  # on the loop; NOTE: clear the flag first, then drain
         self._is_scheduled = False
@@ -113,8 +125,10 @@ class Service:
         engine: Engine,
         defaults: Mapping[str, Any],
         cache: PrefixCache | None = None,
+        stream_interval: float = 0.0,
     ) -> None:
         self.model, self.engine, self.cache = model, engine, cache
+        self._stream_interval = stream_interval
         self._defaults = dict(defaults)
         self._template: ChatTemplate | None = None
         self._inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopInbox] = (
@@ -225,18 +239,20 @@ class Service:
             if not is_done:
                 self.engine.abort(request.request_id)
 
-    async def astream(self, prompt: list[int], params: SamplingParams) -> AsyncIterator[Event]:
+    async def astream_job(self, job: Job) -> AsyncIterator[Event]:
         """Like `stream`, for an asyncio loop: the loop never blocks on the engine."""
-        async for choice in self.astream_many([Job(prompt, params)]):
-            yield choice.event
+        async for batch in self.astream_many([job]):
+            for choice in batch:
+                yield choice.event
 
-    async def astream_many(self, jobs: Sequence[Job]) -> AsyncIterator[ChoiceEvent]:
-        """Events of several requests, interleaved as the engine emits them; leaving early (a
-        client gone) aborts the ones still running."""
+    async def astream_many(self, jobs: Sequence[Job]) -> AsyncIterator[list[ChoiceEvent]]:
+        """Events of several requests in the order the engine emitted them, a batch for each
+        hand-over (one write to a client, however many tokens); leaving early (a client gone)
+        aborts the ones still running."""
         loop = asyncio.get_running_loop()
         inbox = self._inboxes.get(loop)
         if inbox is None:
-            inbox = self._inboxes[loop] = _LoopInbox(loop)
+            inbox = self._inboxes[loop] = _LoopInbox(loop, self._stream_interval)
             self.engine.add_wake_hook(inbox.wake)
         events: asyncio.Queue[ChoiceEvent] = asyncio.Queue()
         running: dict[int, GenerationRequest] = {}
@@ -249,11 +265,14 @@ class Service:
                 self.engine.submit(request, inbox.sink(events, index))
                 running[index] = request
             while running:
-                choice = await events.get()
-                if isinstance(choice.event, FinishEvent):
-                    running.pop(choice.index)
-                    self.finished(choice.event)
-                yield choice
+                batch = [await events.get()]
+                while not events.empty():
+                    batch.append(events.get_nowait())
+                for choice in batch:
+                    if isinstance(choice.event, FinishEvent):
+                        running.pop(choice.index)
+                        self.finished(choice.event)
+                yield batch
         finally:
             for request in running.values():
                 self.engine.abort(request.request_id)

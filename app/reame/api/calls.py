@@ -6,7 +6,7 @@ No HTTP here: the server hands in a body and writes out what comes back.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from uuid import uuid4
 
@@ -106,23 +106,28 @@ class Call:
         completion = sum(c.finish.num_completion_tokens for c in self.choices if c.finish)
         return fmt.usage(prompt, completion, cached)
 
-    async def _events(self) -> AsyncIterator[tuple[fmt.Choice, TokenEvent | FinishEvent]]:
+    async def _events(self) -> AsyncIterator[list[tuple[fmt.Choice, TokenEvent | FinishEvent]]]:
+        """The engine's events, a batch for each hand-over, booked on their choices."""
         service = self.served.runtime.service
         try:
-            async for item in service.astream_many(self.jobs):
-                choice, event = self.choices[item.index], item.event
-                if isinstance(event, TokenEvent):
-                    if not self.is_first_token_seen:
-                        self.is_first_token_seen = True
-                        metrics.TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - self.started)
+            async for batch in service.astream_many(self.jobs):
+                if not self.is_first_token_seen and any(
+                    isinstance(item.event, TokenEvent) for item in batch
+                ):
+                    self.is_first_token_seen = True
+                    metrics.TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - self.started)
+                booked = []
+                for item in batch:
+                    choice, event = self.choices[item.index], item.event
                     choice.parts.append(event.text)
-                    if self.with_logprobs:
-                        choice.logprobs.append(event)
-                else:
-                    choice.parts.append(event.text)
-                    choice.finish = event
-                    self._account(item.index, event)
-                yield choice, event
+                    if isinstance(event, TokenEvent):
+                        if self.with_logprobs:
+                            choice.logprobs.append(event)
+                    else:
+                        choice.finish = event
+                        self._account(item.index, event)
+                    booked.append((choice, event))
+                yield booked
         except InvalidRequestError as exc:
             raise ApiError(400, str(exc), exc.param, exc.code) from exc
 
@@ -138,7 +143,7 @@ class Call:
 
     async def response(self) -> dict[str, object]:
         async for _ in self._events():
-            pass
+            pass  # the choices book what they get
         failed = [
             c.finish for c in self.choices if c.finish and c.finish.reason in ("error", "abort")
         ]
@@ -168,20 +173,37 @@ class Call:
                         self.rid, self.created, model, c.index, {"role": "assistant", "content": ""}
                     )
                 )
-        async for choice, event in self._events():
-            if isinstance(event, TokenEvent):
-                if event.text or self.with_logprobs:
-                    yield frame(self._delta(choice.index, event.text, None, [event]))
-                continue
-            if event.reason in ("error", "abort"):
-                error = ApiError(500, event.error or "the server stopped before the end")
-                yield frame(error.body())
-                continue
-            yield frame(self._delta(choice.index, event.text, fmt.finish_reason(event), []))
+        async for batch in self._events():
+            if frames := "".join(self._batch_frames(batch)):
+                yield frames
         if self.body.include_usage:
             obj = "chat.completion.chunk" if self.is_chat else "text_completion"
             yield frame(fmt.usage_chunk(self.rid, self.created, model, obj, self._totals()))
         yield DONE
+
+    def _batch_frames(
+        self, batch: list[tuple[fmt.Choice, TokenEvent | FinishEvent]]
+    ) -> Iterator[str]:
+        """One delta a choice for the tokens of a hand-over (one write, however many tokens),
+        then its finish."""
+        tokens: dict[int, list[TokenEvent]] = {}
+        for choice, event in batch:
+            if isinstance(event, TokenEvent):
+                tokens.setdefault(choice.index, []).append(event)
+                continue
+            yield from self._token_frames(choice.index, tokens.pop(choice.index, []))
+            if event.reason in ("error", "abort"):
+                error = event.error or "the server stopped before the end"
+                yield frame(ApiError(500, error).body())
+            else:
+                yield frame(self._delta(choice.index, event.text, fmt.finish_reason(event), []))
+        for index, events in tokens.items():
+            yield from self._token_frames(index, events)
+
+    def _token_frames(self, index: int, events: list[TokenEvent]) -> Iterator[str]:
+        text = "".join(e.text for e in events)
+        if text or (self.with_logprobs and events):
+            yield frame(self._delta(index, text, None, events))
 
     def _delta(self, index: int, text: str, finish: str | None, events: list[TokenEvent]) -> dict:
         model = self.served.model_id

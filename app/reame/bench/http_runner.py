@@ -10,6 +10,7 @@ server reports in its usage chunk when it sends one.
 from __future__ import annotations
 
 import asyncio
+import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from reame.runtime import Runtime
 
 CONCURRENCY = (1, 2, 4)
-PROMPT_SEED = 7
 WARM_UP_TOKENS = 4
 TTFT = "time to first token s"
 PREFILL = "prefill tok/s"
@@ -115,11 +115,11 @@ def user(content: str) -> Messages:
     return [{"role": "user", "content": content}]
 
 
-def decode_chats(run: int) -> list[Messages]:
+def decode_chats(seed: int, run: int) -> list[Messages]:
     """The decode workloads of one run; a run-specific opening makes every run's prompts new,
     so no server decodes them behind a warm prompt cache (llama-server keeps each slot's KV and
     would skip their prefill, which the aggregate span would then leave out for it alone)."""
-    opening = filler_text(seed=PROMPT_SEED + 1000 + run, num_words=3).capitalize()
+    opening = filler_text(seed=seed + 1000 + run, num_words=3).capitalize()
     return [user(f"{opening}. {q}") for q in topics(max(CONCURRENCY))]
 
 
@@ -136,7 +136,11 @@ async def bench_targets(
     prompt_tokens: int,
     max_tokens: int,
     log: Callable[[str], None],
+    seed: int,
 ) -> HttpFigures:
+    """`seed` picks the prompts: a new one for each invocation keeps a long-running server's
+    prompt cache (llama-server keeps one in RAM across slots) from answering a "cold" prompt
+    that an earlier bench sent."""
     names = [t.name for t in targets]
     samples: Samples = {m: {n: [] for n in names} for m in METRICS if m != SCALING}
     exact = dict.fromkeys(names, True)
@@ -146,23 +150,23 @@ async def bench_targets(
             exact[target.name] = False
 
     log("warm-up (page in the weights, open the connections)")
-    warm_prompt = user(filler_text(seed=PROMPT_SEED - 1, num_words=prompt_tokens))
+    warm_prompt = user(filler_text(seed=seed - 1, num_words=prompt_tokens))
     for target in targets:
         await target.stream(warm_prompt, WARM_UP_TOKENS)
-        await asyncio.gather(*(target.stream(c, WARM_UP_TOKENS) for c in decode_chats(-1)))
+        await asyncio.gather(*(target.stream(c, WARM_UP_TOKENS) for c in decode_chats(seed, -1)))
     for run in range(runs):
         order = rotated(targets, run)
         log(f"run {run + 1}/{runs}: prefill")
         # NOTE: a new filler seed per run: a server with a prompt cache (llama-server keeps each
         # slot's KV) would otherwise serve a repeated prompt warm, so every run is cold
-        prompt = user(filler_text(seed=PROMPT_SEED + run, num_words=prompt_tokens))
+        prompt = user(filler_text(seed=seed + run, num_words=prompt_tokens))
         for target in order:
             t = await target.stream(prompt, 1)
             note(target, [t], 1)
             samples[TTFT][target.name].append(t.ttft)
             samples[PREFILL][target.name].append(prefill_tps(t, prompt_tokens))
         log(f"run {run + 1}/{runs}: decode")
-        chats = decode_chats(run)
+        chats = decode_chats(seed, run)
         for n in CONCURRENCY:
             for target in order:
                 group = await asyncio.gather(*(target.stream(c, max_tokens) for c in chats[:n]))
@@ -178,13 +182,14 @@ async def bench_targets(
 
 
 def bench_header(
-    targets: Sequence[Target], runs: int, prompt_tokens: int, max_tokens: int
+    targets: Sequence[Target], runs: int, prompt_tokens: int, max_tokens: int, seed: int
 ) -> dict[str, Any]:
     return {
         **{f"target {t.name}": t.detail for t in targets},
         "runs": runs,
         "prompt_tokens": prompt_tokens,
         "max_tokens": max_tokens,
+        "prompt_seed": seed,
     }
 
 
@@ -204,17 +209,19 @@ async def bench_servers(
     prompt_tokens: int,
     max_tokens: int,
     log: Callable[[str], None],
+    seed: int | None = None,
 ) -> tuple[dict[str, Any], HttpFigures]:
     """The in-process target, when given, goes first: the others' ratios then read HTTP over
-    in-process."""
+    in-process. Without a seed, a new one (prompts no server has seen)."""
     check_sizes(runs, prompt_tokens, max_tokens)
+    seed = seed if seed is not None else random.SystemRandom().randrange(1 << 30)
     url_names = target_names(urls, names, in_process=runtime is not None)
     targets: list[Target] = [InProcessTarget(runtime)] if runtime is not None else []
     try:
         for url, name in zip(urls, url_names, strict=True):
             targets.append(await HttpTarget.open(url, name, api_key))
-        figures = await bench_targets(targets, runs, prompt_tokens, max_tokens, log)
+        figures = await bench_targets(targets, runs, prompt_tokens, max_tokens, log, seed)
     finally:
         for target in targets:
             await target.aclose()
-    return bench_header(targets, runs, prompt_tokens, max_tokens), figures
+    return bench_header(targets, runs, prompt_tokens, max_tokens, seed), figures

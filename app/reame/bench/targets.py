@@ -47,11 +47,16 @@ class Timeline:
         return self.token_times[-1] if self.token_times else self.finished
 
     def tokens_between(self, start: float, end: float) -> float:
-        """Tokens that arrived in (start, end]; without per-chunk times, the tokens after the
-        first are taken as spread evenly up to `finished`."""
+        """Tokens that arrived in (start, end]. The first chunk is taken as one token and the
+        rest as sharing the others evenly (a server may send several tokens a chunk after the
+        first); without per-chunk times, the tokens after the first are taken as spread evenly
+        up to `finished`."""
         if self.token_times:
-            chunks = sum(1 for t in self.token_times if start < t <= end)
-            return chunks * self.num_tokens / len(self.token_times)
+            later = sum(1 for t in self.token_times[1:] if start < t <= end)
+            first = 1 if start < self.token_times[0] <= end else 0
+            if len(self.token_times) == 1:
+                return float(first * self.num_tokens)
+            return first + later * (self.num_tokens - 1) / (len(self.token_times) - 1)
         span = self.finished - self.first
         if span <= 0:
             return 0.0
@@ -188,8 +193,7 @@ class InProcessTarget:
         timeline.num_prompt_tokens = len(prompt)
         # as the HTTP layer does: the message ends are where the prefix cache snapshots
         job = Job(prompt, params, marks=service.chat_marks(messages, prompt))
-        async for choice in service.astream_many([job]):
-            event = choice.event
+        async for event in service.astream_job(job):
             now = time.perf_counter()
             if isinstance(event, TokenEvent):
                 timeline.text += event.text

@@ -44,6 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     h.add_argument("--api-key", metavar="KEY", help="bearer token sent to every --url")
     h.add_argument(
+        "--seed",
+        type=int,
+        help="prompt seed, to send the prompts of an earlier run again (default: new prompts, "
+        "so that no server's prompt cache has seen them)",
+    )
+    h.add_argument(
         "--name",
         action="append",
         default=[],
@@ -125,6 +131,7 @@ def bench_servers(args: argparse.Namespace) -> int:
                 args.prompt_tokens,
                 args.max_tokens,
                 _progress,
+                args.seed,
             )
         )
     report = http_report.as_json if args.json else http_report.as_table

@@ -77,6 +77,7 @@ class Engine:
         self._resident: dict[int, tuple[list[int], list[int]]] = {}
         self._wake_hooks: tuple[weakref.WeakMethod[Callable[[], None]], ...] = ()
         self._wake_hooks_lock = threading.Lock()
+        self._published = (-1, -1)  # running and waiting, as the gauges last showed them
         self._thread = threading.Thread(target=self._run, name="reame-engine", daemon=True)
 
     # -- called from any thread -------------------------------------------------------------
@@ -248,8 +249,11 @@ class Engine:
         return slot
 
     def _publish_counts(self) -> None:
-        metrics.RUNNING.set(len(self._running))
-        metrics.WAITING.set(len(self._waiting))
+        counts = (len(self._running), len(self._waiting))
+        if counts != self._published:
+            self._published = counts
+            metrics.RUNNING.set(counts[0])
+            metrics.WAITING.set(counts[1])
 
     def _restore(self, seq: Sequence, prefix: SavedState) -> None:
         """Load a saved state and keep its common prefix with the prompt; at least the last
