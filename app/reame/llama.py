@@ -138,6 +138,22 @@ class Model:
             )
         return list(buf[:n])
 
+    @property
+    def adds_eos(self) -> bool:
+        """The tokenizer appends an end-of-sequence token to what it tokenizes."""
+        return bool(lc.llama_vocab_get_add_eos(self._vocab))
+
+    def is_splitting_token(self, text: str) -> bool:
+        """`text` is one control (or user-defined) token that does not strip the whitespace
+        before it: llama.cpp splits text there before tokenizing, so the text on either side
+        tokenizes alone exactly as it does in the whole."""
+        tokens = self.tokenize(text, add_special=False)
+        if len(tokens) != 1:
+            return False
+        attr = lc.llama_vocab_get_attr(self._vocab, tokens[0])
+        special = lc.LLAMA_TOKEN_ATTR_CONTROL | lc.LLAMA_TOKEN_ATTR_USER_DEFINED
+        return bool(attr & special) and not attr & lc.LLAMA_TOKEN_ATTR_LSTRIP
+
     def piece(self, token: int) -> bytes:
         """The bytes a token adds to generated text (control tokens add none)."""
         cached = self._pieces.get(token)

@@ -33,6 +33,7 @@ from reame.engine.request import (
 from reame.errors import InvalidRequestError
 from reame.llama import Model
 from reame.sampling import SamplingParams
+from reame.segment_tokenizer import SegmentTokenizer, marker_candidates
 
 log = structlog.get_logger("reame.service")
 
@@ -130,7 +131,7 @@ class Service:
         self.model, self.engine, self.cache = model, engine, cache
         self._stream_interval = stream_interval
         self._defaults = dict(defaults)
-        self._template: ChatTemplate | None = None
+        self._chat: tuple[ChatTemplate, SegmentTokenizer] | None = None
         self._inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopInbox] = (
             weakref.WeakKeyDictionary()
         )
@@ -164,18 +165,25 @@ class Service:
     def _render(
         self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool
     ) -> list[int]:
-        if self._template is None:
-            source = require_template(self.model.chat_template, self.model.name)
-            self._template = ChatTemplate(
-                source,
-                self.model.token_text(self.model.bos_id),
-                self.model.token_text(self.model.eos_id),
-            )
-        tokens = self.model.tokenize(self._template.render(messages, add_generation_prompt))
+        template, tokenize = self._chat_tools()
+        tokens = tokenize(template.render(messages, add_generation_prompt))
         # a template that writes the BOS itself must not get a second one from the tokenizer
         if len(tokens) > 1 and tokens[0] == tokens[1] == self.model.bos_id:
             tokens = tokens[1:]
         return tokens
+
+    def _chat_tools(self) -> tuple[ChatTemplate, SegmentTokenizer]:
+        if self._chat is None:
+            source = require_template(self.model.chat_template, self.model.name)
+            template = ChatTemplate(
+                source,
+                self.model.token_text(self.model.bos_id),
+                self.model.token_text(self.model.eos_id),
+            )
+            markers = [] if self.model.adds_eos else marker_candidates(source)
+            splitting = [m for m in markers if self.model.is_splitting_token(m)]
+            self._chat = (template, SegmentTokenizer(self.model.tokenize, splitting))
+        return self._chat
 
     def request(self, job: Job, take_snapshots: bool = True) -> GenerationRequest:
         """The engine request of a job: with the longest prefix state known (the job's own, a

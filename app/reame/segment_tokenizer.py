@@ -1,0 +1,69 @@
+"""Tokenizing a prompt in pieces, each starting at a turn marker, and remembering the long ones.
+
+A chat prompt repeats what earlier requests sent (a system prompt, a conversation's earlier turns):
+tokenizing 1.5k words again costs about 3 ms a request. llama.cpp splits text at special tokens
+before it tokenizes it, so a piece that starts with one (`<|im_start|>`, `<start_of_turn>`)
+tokenizes alone exactly as it does inside the whole prompt.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+
+Tokenize = Callable[[str, bool], list[int]]  # (text, add_special) -> token ids
+
+# what a chat template's markers look like: <|im_start|>, <start_of_turn>, <|eot_id|>
+_MARKER = re.compile(r"<[|\w][^<>\s]{0,38}>")
+
+
+def marker_candidates(template_source: str) -> list[str]:
+    """Texts in a chat template that may be turn markers (the model's vocabulary decides)."""
+    return sorted(set(_MARKER.findall(template_source)))
+
+
+class SegmentTokenizer:
+    """Tokenizes like `tokenize(text, True)`, in pieces cut before each marker; pieces of at
+    least `min_chars` are remembered (least recently used first out, at most `max_pieces`)."""
+
+    def __init__(
+        self,
+        tokenize: Tokenize,
+        markers: Iterable[str],
+        min_chars: int = 512,
+        max_pieces: int = 256,
+    ) -> None:
+        self._tokenize = tokenize
+        found = sorted(set(markers), key=len, reverse=True)
+        self._split = re.compile("(?=" + "|".join(map(re.escape, found)) + ")") if found else None
+        self._min_chars, self._max_pieces = min_chars, max_pieces
+        self._pieces: OrderedDict[tuple[str, bool], tuple[int, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    def __call__(self, text: str) -> list[int]:
+        if self._split is None or not text:
+            return self._tokenize(text, True)
+        out: list[int] = []
+        for i, piece in enumerate(p for p in self._split.split(text) if p):
+            out.extend(self._piece(piece, i == 0))
+        return out
+
+    def _piece(self, text: str, add_special: bool) -> tuple[int, ...] | list[int]:
+        if len(text) < self._min_chars:
+            return self._tokenize(text, add_special)
+        key = (text, add_special)
+        with self._lock:
+            tokens = self._pieces.get(key)
+            if tokens is not None:
+                self._pieces.move_to_end(key)
+                self.hits += 1
+                return tokens
+        tokens = tuple(self._tokenize(text, add_special))
+        with self._lock:
+            self._pieces[key] = tokens
+            if len(self._pieces) > self._max_pieces:
+                self._pieces.popitem(last=False)
+        return tokens
