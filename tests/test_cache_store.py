@@ -165,6 +165,28 @@ def test_a_flushed_snapshot_is_found_from_disk_by_a_new_cache_on_the_same_direct
         assert second.lookup(prefix) == Hit(snap, "ram")  # the whole prompt is a prefix of itself
 
 
+def test_disk_writes_wait_while_the_engine_computes(tmp_path: Path) -> None:
+    busy = threading.Event()
+    busy.set()
+    prefix = prompt(4, 100)
+    with cache_on(tmp_path) as cache:
+        cache.defer_writes_while(busy.is_set)
+        cache.offer(state_of(prefix))
+        time.sleep(0.5)
+        assert not kvs_files(tmp_path)  # held back while busy
+        assert cache.lookup(prefix) is not None  # and served from RAM meanwhile
+        busy.clear()
+        deadline = time.monotonic() + 10
+        while not kvs_files(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stored(tmp_path, prefix)
+        busy.set()
+        other = prompt(5, 100)
+        cache.offer(state_of(other))
+        cache.flush()  # a flush does not wait for quiet
+        assert len(kvs_files(tmp_path)) == 2
+
+
 def test_a_prompt_that_differs_inside_the_prefix_is_a_miss(tmp_path: Path) -> None:
     prefix = prompt(1, 100)
     with cache_on(tmp_path) as first:

@@ -105,6 +105,9 @@ class Runtime:
             settings.max_waiting,
             on_snapshot=self.cache.offer if self.cache else None,
         )
+        if self.cache is not None:
+            engine = self.engine
+            self.cache.defer_writes_while(lambda: engine.num_running > 0)
         self.engine.start()
         self.service = Service(
             self.model,

@@ -8,6 +8,8 @@ import contextlib
 import os
 import queue
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +43,9 @@ class CacheConfig:
     max_snapshots: int = 4
     stride: int = 512  # long prompts also get a snapshot every `stride` tokens
     queue_size: int = 8
+    # disk writes wait while requests compute (compressing 30 MB takes a core from the decode
+    # threads of a 2-core machine), but never longer than this
+    max_write_delay: float = 10.0
 
 
 class PrefixCache:
@@ -57,6 +62,9 @@ class PrefixCache:
         self._tokens = {"reused": 0, "computed": 0}
         self._writer: threading.Thread | None = None
         self._ram_evictions_seen = 0
+        self._is_busy: Callable[[], bool] = lambda: False
+        self._hurry = threading.Event()  # a flush or close waits: write at once
+        self._is_closing = False
         if self.disk is not None:
             self.disk.remove_stale_parts()
             self._writer = threading.Thread(target=self._write_loop, name="reame-cache-writer")
@@ -186,6 +194,15 @@ class PrefixCache:
         )
         metrics.PREFIX_EVICTIONS.labels("ram").inc(evicted)
 
+    def defer_writes_while(self, is_busy: Callable[[], bool]) -> None:
+        """Disk writes wait while `is_busy()` (the engine is computing), up to max_write_delay."""
+        self._is_busy = is_busy
+
+    def _wait_for_quiet(self) -> None:
+        deadline = time.monotonic() + self.config.max_write_delay
+        while self._is_busy() and not self._hurry.is_set() and time.monotonic() < deadline:
+            self._hurry.wait(0.05)
+
     def _write_loop(self) -> None:
         assert self.disk is not None
         # NOTE: compressing and writing 30 MB must not take a core from the decode threads on a
@@ -197,9 +214,12 @@ class PrefixCache:
             if item is _STOP:
                 return
             if isinstance(item, _FlushMark):
+                if self._queue.empty() and not self._is_closing:
+                    self._hurry.clear()
                 item.done.set()
                 continue
             path, state = item  # type: ignore[misc]
+            self._wait_for_quiet()
             try:
                 if not path.exists():
                     self.disk.write(
@@ -225,10 +245,13 @@ class PrefixCache:
         if self._writer is None or not self._writer.is_alive():
             return
         done = threading.Event()
+        self._hurry.set()
         self._queue.put(_FlushMark(done))
         done.wait(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
+        self._is_closing = True
+        self._hurry.set()
         if self._writer is not None and self._writer.is_alive():
             self._queue.put(_STOP)
             self._writer.join(timeout)

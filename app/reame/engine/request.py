@@ -14,7 +14,7 @@ class SavedState:
     """A sequence's KV state and the tokens it holds (what a session keeps between turns)."""
 
     tokens: tuple[int, ...]
-    data: bytes
+    data: bytes | bytearray  # never changed once made
 
     @property
     def num_bytes(self) -> int:
