@@ -46,6 +46,7 @@ class CacheConfig:
     # disk writes wait while requests compute (compressing 30 MB takes a core from the decode
     # threads of a 2-core machine), but never longer than this
     max_write_delay: float = 10.0
+    write_quiet: float = 1.0
 
 
 class PrefixCache:
@@ -195,12 +196,22 @@ class PrefixCache:
         metrics.PREFIX_EVICTIONS.labels("ram").inc(evicted)
 
     def defer_writes_while(self, is_busy: Callable[[], bool]) -> None:
-        """Disk writes wait while `is_busy()` (the engine is computing), up to max_write_delay."""
+        """Disk writes wait until `is_busy()` (the engine is computing) has been false for a
+        while, up to max_write_delay."""
         self._is_busy = is_busy
 
     def _wait_for_quiet(self) -> None:
+        """Until the engine has been idle for write_quiet seconds: a client that sends its next
+        request at once (the next turn, the next question) must not meet the compression."""
         deadline = time.monotonic() + self.config.max_write_delay
-        while self._is_busy() and not self._hurry.is_set() and time.monotonic() < deadline:
+        quiet_since: float | None = None
+        while not self._hurry.is_set() and (now := time.monotonic()) < deadline:
+            if self._is_busy():
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now
+            elif now - quiet_since >= self.config.write_quiet:
+                return
             self._hurry.wait(0.05)
 
     def _write_loop(self) -> None:
