@@ -22,6 +22,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from disk_faults import mount, tmpfs
 from reame import metrics
 from reame.cache.disk_tier import SUFFIX, DiskTier
 from reame.cache.keys import group_chain, group_of, prefix_key
@@ -117,32 +118,6 @@ def run_python(code: str, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def mount(*args: str) -> None:
-    """Runs mount(8); skips the test where this machine does not let us mount."""
-    result = subprocess.run(["mount", *args], capture_output=True, text=True)
-    if result.returncode != 0:
-        reason = (result.stderr or result.stdout).strip()
-        if any(
-            w in reason.lower() for w in ("permission", "not permitted", "superuser", "only root")
-        ):
-            pytest.skip(f"cannot mount here: {reason}")
-        pytest.fail(f"mount {' '.join(args)} failed: {reason}")
-
-
-def unmount(directory: Path) -> None:
-    subprocess.run(["umount", str(directory)], check=True, capture_output=True)
-
-
-@contextlib.contextmanager
-def tmpfs(directory: Path, size: str) -> Iterator[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory))
-    try:
-        yield directory
-    finally:
-        unmount(directory)
 
 
 # -- found again, and only for the right tokens ------------------------------------------------

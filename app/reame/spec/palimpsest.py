@@ -1,0 +1,269 @@
+"""The Palimpsest: every finished generation, kept on disk, drafted from by later requests.
+
+Layout: ROOT/<fingerprint>/<segment>.pal, one segment file per writing process (so processes
+never write the same file), each a run of records: b"PALR", token count (u32), crc32 of the
+tokens (u32), the tokens (i32). A record is written with one write() call; a process killed in
+the middle leaves at most a short tail, which readers stop before (and read once it is whole,
+if its writer is alive). A complete record whose checksum fails sets the file aside (renamed
+*.bad) and its records are dropped. Within `max_bytes`, the segment used longest ago goes first.
+
+In memory: all records in one token array (a separator between records) with an n-gram index,
+plus a small dict index of what was added since the index was last built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import structlog
+
+from reame.spec.ngram_index import NGRAM, SEPARATOR, NgramIndex, hash_of, ngram_hashes
+
+log = structlog.get_logger("reame.palimpsest")
+
+_HEAD = struct.Struct("<4sII")
+_MAGIC = b"PALR"
+MIN_RECORD = NGRAM + 2  # shorter generations teach nothing
+
+
+@dataclass(slots=True)
+class _Segment:
+    path: Path
+    offset: int = 0  # bytes read so far (whole records only)
+    tokens: list[np.ndarray] = field(default_factory=list)
+    last_used: float = 0.0
+
+
+def encode_record(tokens: Sequence[int]) -> bytes:
+    payload = np.asarray(tokens, dtype="<i4").tobytes()
+    return _HEAD.pack(_MAGIC, len(tokens), zlib.crc32(payload)) + payload
+
+
+class CorruptSegment(Exception):
+    pass
+
+
+def read_records(data: bytes, offset: int) -> tuple[list[np.ndarray], int]:
+    """Whole records from `offset`; returns them and where the next one starts. A short tail is
+    left for later; a bad magic or checksum raises CorruptSegment."""
+    out = []
+    while offset + _HEAD.size <= len(data):
+        magic, count, crc = _HEAD.unpack_from(data, offset)
+        if magic != _MAGIC:
+            raise CorruptSegment(f"no record at byte {offset}")
+        end = offset + _HEAD.size + 4 * count
+        if end > len(data):
+            break
+        payload = data[offset + _HEAD.size : end]
+        if zlib.crc32(payload) != crc:
+            raise CorruptSegment(f"checksum of the record at byte {offset}")
+        out.append(np.frombuffer(payload, dtype="<i4").astype(np.int32))
+        offset = end
+    return out, offset
+
+
+class Palimpsest:
+    """Thread-safe: the engine proposes, the service adds, a refresh reads other processes'."""
+
+    name = "palimpsest"
+
+    def __init__(
+        self, root: Path | None, fingerprint: str, max_bytes: int, segment_bytes: int = 4 << 20
+    ) -> None:
+        self.directory = root / fingerprint if root is not None else None
+        self.max_bytes, self.segment_bytes = max_bytes, segment_bytes
+        self._lock = threading.Lock()
+        self._segments: dict[str, _Segment] = {}
+        self._own: _Segment | None = None
+        self._tokens = np.full(1, SEPARATOR, dtype=np.int32)
+        self._index = NgramIndex()
+        self._recent: dict[int, int] = {}  # n-gram hash -> position, since the last build
+        # where each segment's records start in _tokens (for "last used"), in that order
+        self._starts = np.zeros(0, dtype=np.int64)
+        self._owners: list[_Segment] = []
+        self.num_set_aside = 0
+        self.num_write_failures = 0
+        if self.directory is not None:
+            with contextlib.suppress(OSError):
+                self.directory.mkdir(parents=True, exist_ok=True)
+        self.refresh()
+
+    # -- drafting ----------------------------------------------------------------------------
+
+    def propose(self, history: Sequence[int], k: int) -> list[int]:
+        key = hash_of(history)
+        if key is None or k <= 0:
+            return []
+        with self._lock:
+            start = self._recent.get(key, -1)
+            if start < 0:
+                start = self._index.find(key)
+            if start < 0:
+                return []
+            tokens = self._tokens
+            if list(tokens[start - NGRAM : start]) != list(history[-NGRAM:]):
+                return []  # a hash collision
+            self._mark_used(start)
+            run = tokens[start : start + k]
+            stop = np.flatnonzero(run == SEPARATOR)
+            return [int(t) for t in (run[: stop[0]] if stop.size else run)]
+
+    def observe(self, proposed: int, accepted: int) -> None:
+        pass
+
+    def _mark_used(self, position: int) -> None:
+        i = int(np.searchsorted(self._starts, position, side="right")) - 1
+        if i >= 0:
+            self._owners[i].last_used = time.time()
+
+    # -- adding ------------------------------------------------------------------------------
+
+    def add(self, tokens: Sequence[int]) -> None:
+        """Keep a finished generation (in memory now, on disk at once)."""
+        if len(tokens) < MIN_RECORD:
+            return
+        record = np.asarray(tokens, dtype=np.int32)
+        with self._lock:
+            self._append(record)
+            self._write(record)
+            self._evict()
+
+    def _append(self, record: np.ndarray) -> None:
+        base = self._tokens.size
+        self._tokens = np.concatenate([self._tokens, record, [SEPARATOR]]).astype(np.int32)
+        # the n-grams ending before the record's last token, each pointing at its follower
+        hashes = ngram_hashes(record[:-1])
+        followers = range(base + NGRAM, base + record.size)
+        self._recent.update(zip(hashes.tolist(), followers, strict=True))
+        if len(self._recent) > max(4096, self._index.size // 8):
+            self._index.rebuild(self._tokens)
+            self._recent.clear()
+
+    def _write(self, record: np.ndarray) -> None:
+        if self.directory is None:
+            return
+        try:
+            if self._own is None or self._own.offset >= self.segment_bytes:
+                name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.pal"
+                self._own = _Segment(self.directory / name, last_used=time.time())
+                self._segments[name] = self._own
+                # NOTE: its records start with the one being written (already in _tokens)
+                self._starts = np.append(self._starts, self._tokens.size - record.size - 1)
+                self._owners.append(self._own)
+            data = encode_record(record.tolist())
+            with open(self._own.path, "ab") as f:
+                f.write(data)
+            self._own.offset += len(data)
+            self._own.tokens.append(record)
+        except OSError as exc:
+            self.num_write_failures += 1
+            if self.num_write_failures == 1:
+                log.warning("palimpsest cannot write; drafting goes on", error=str(exc))
+
+    # -- disk --------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Read what other processes added, drop what they evicted, set aside what is bad."""
+        if self.directory is None:
+            return
+        with self._lock:
+            changed = False
+            try:
+                names = {p.name for p in self.directory.glob("*.pal")}
+            except OSError:
+                return
+            for name in list(self._segments):
+                if name not in names:  # evicted by another process
+                    if self._segments.pop(name) is self._own:
+                        self._own = None
+                    changed = True
+            for name in sorted(names):
+                seg = self._segments.get(name)
+                if seg is not None and seg is self._own:
+                    continue
+                if seg is None:
+                    seg = self._segments[name] = _Segment(self.directory / name)
+                changed |= self._read(seg)
+            if changed:
+                self._rebuild()
+            self._evict()
+
+    def _read(self, seg: _Segment) -> bool:
+        try:
+            data = seg.path.read_bytes()
+            seg.last_used = max(seg.last_used, seg.path.stat().st_mtime)
+        except OSError:
+            return False
+        try:
+            records, seg.offset = read_records(data, seg.offset)
+        except CorruptSegment as exc:
+            self.num_set_aside += 1
+            log.warning("palimpsest file set aside", path=str(seg.path), reason=str(exc))
+            with contextlib.suppress(OSError):
+                seg.path.rename(seg.path.with_suffix(".bad"))
+            del self._segments[seg.path.name]
+            return True
+        seg.tokens.extend(records)
+        return bool(records)
+
+    def _rebuild(self) -> None:
+        parts = [np.full(1, SEPARATOR, dtype=np.int32)]
+        starts, owners, size = [], [], 1
+        for seg in sorted(self._segments.values(), key=lambda s: s.path.name):
+            starts.append(size)
+            owners.append(seg)
+            for record in seg.tokens:
+                parts += [record, np.full(1, SEPARATOR, dtype=np.int32)]
+                size += record.size + 1
+        self._starts, self._owners = np.asarray(starts, dtype=np.int64), owners
+        self._tokens = np.concatenate(parts).astype(np.int32)
+        self._index.rebuild(self._tokens)
+        self._recent.clear()
+
+    def _evict(self) -> None:
+        if self.directory is None:
+            return
+        sizes = {}
+        for name, seg in self._segments.items():
+            with contextlib.suppress(OSError):
+                sizes[name] = seg.path.stat().st_size
+        total = sum(sizes.values())
+        if total <= self.max_bytes:
+            return
+        removed = False
+        for name in sorted(sizes, key=lambda n: self._segments[n].last_used):
+            if total <= self.max_bytes:
+                break
+            seg = self._segments.pop(name)
+            if seg is self._own:
+                self._own = None
+            with contextlib.suppress(OSError):
+                seg.path.unlink()
+            total -= sizes[name]
+            removed = True
+        if removed:
+            self._rebuild()
+
+    # -- figures -----------------------------------------------------------------------------
+
+    @property
+    def num_tokens(self) -> int:
+        return int(np.count_nonzero(self._tokens != SEPARATOR))
+
+    @property
+    def num_bytes(self) -> int:
+        total = 0
+        for seg in self._segments.values():
+            with contextlib.suppress(OSError):
+                total += seg.path.stat().st_size
+        return total
