@@ -212,7 +212,8 @@ def test_consumers_are_woken_once_per_step_after_its_events_and_weakly_held(
 ) -> None:
     watcher = _StepWatcher()
     smollm2.engine.add_wake_hook(watcher.wake)
-    params = greedy(smollm2, max_tokens=6, ignore_eos=True)
+    # NOTE: one token a step: no drafts
+    params = greedy(smollm2, max_tokens=6, ignore_eos=True, speculation="off")
     request = GenerationRequest(prompt(smollm2, QUESTIONS[0]), params)
     smollm2.engine.submit(request, watcher.sink)
     assert watcher.done.wait(30)

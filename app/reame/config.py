@@ -76,6 +76,16 @@ class Settings(BaseSettings):
         4, ge=1, le=64, description="snapshots taken of one prompt at most"
     )
 
+    spec: Literal["auto", "on", "off"] = Field(
+        "auto", description="speculative decoding: auto measures whether it pays here"
+    )
+    spec_max_draft: int = Field(8, ge=1, le=16, description="longest draft run verified")
+    palimpsest: bool = Field(True, description="keep finished generations to draft from")
+    palimpsest_dir: Path | None = Field(
+        None, description="where they persist (default: state_dir/palimpsest)"
+    )
+    palimpsest_mb: int = Field(256, ge=1, description="disk budget of the archive")
+
     temperature: float = Field(0.8, ge=0.0, le=2.0)
     top_k: int = Field(40, ge=0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
@@ -93,7 +103,14 @@ class Settings(BaseSettings):
             return [k.strip() for k in value.split(",") if k.strip()]
         return value
 
-    @field_validator("models_dir", "state_dir", "model_path", "api_key_file", "prefix_cache_dir")
+    @field_validator(
+        "models_dir",
+        "state_dir",
+        "model_path",
+        "api_key_file",
+        "prefix_cache_dir",
+        "palimpsest_dir",
+    )
     @classmethod
     def _expand_user(cls, path: Path | None) -> Path | None:
         return path.expanduser() if path is not None else None
@@ -101,6 +118,10 @@ class Settings(BaseSettings):
     @property
     def prefix_cache_path(self) -> Path:
         return self.prefix_cache_dir or self.state_dir / "prefix-cache"
+
+    @property
+    def palimpsest_path(self) -> Path:
+        return self.palimpsest_dir or self.state_dir / "palimpsest"
 
     @classmethod
     def settings_customise_sources(

@@ -7,6 +7,7 @@ manager; nothing else holds a raw pointer.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -137,6 +138,14 @@ class Model:
                 self._vocab, data, len(data), buf, capacity, add_special, parse_special
             )
         return list(buf[:n])
+
+    def tokenizer_fingerprint(self) -> str:
+        """Names the vocabulary: token ids mean the same text under the same fingerprint."""
+        h = hashlib.blake2b(digest_size=8)
+        h.update(f"{self.vocab_size}:{self.bos_id}:{self.eos_id}".encode())
+        for token in range(0, self.vocab_size, 7):  # NOTE: a sample keeps start-up fast
+            h.update(self._to_piece(token, special=True))
+        return f"vocab-{h.hexdigest()}"
 
     @property
     def adds_eos(self) -> bool:

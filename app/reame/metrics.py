@@ -104,3 +104,28 @@ PREFIX_WRITE_FAILURES = Counter(
 
 def exposition() -> tuple[bytes, str]:
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+SPEC_ENABLED = Gauge(
+    "reame_speculation_enabled",
+    "1 while a drafter's drafts pay on this machine now (auto), 0 while it is off",
+    ["drafter"],
+    registry=REGISTRY,
+)
+SPEC_DRAFTED = Counter(
+    "reame_draft_tokens", "Draft tokens verified", ["drafter"], registry=REGISTRY
+)
+SPEC_ACCEPTED = Counter(
+    "reame_accepted_draft_tokens",
+    "Draft tokens the model agreed with",
+    ["drafter"],
+    registry=REGISTRY,
+)
+SPEC_LENGTH = Gauge(
+    "reame_draft_length", "Drafts in the latest verify run", ["drafter"], registry=REGISTRY
+)
+PALIMPSEST_TOKENS = Gauge(
+    "reame_palimpsest_tokens",
+    "Tokens of earlier generations kept to draft from",
+    registry=REGISTRY,
+)

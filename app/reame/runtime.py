@@ -17,6 +17,9 @@ from reame.llama import Context, ContextShape, Model, set_llama_log_level
 from reame.models.gguf_facts import ModelFacts
 from reame.models.resolve import resolve_model
 from reame.service import Service
+from reame.spec.controller import SpecController
+from reame.spec.palimpsest import Palimpsest
+from reame.spec.speculation import Speculation
 
 log = structlog.get_logger("reame.runtime")
 
@@ -77,6 +80,17 @@ def prefix_cache(settings: Settings, model_path: Path, kv_layout: str) -> Prefix
     return PrefixCache(config, cache_fingerprint(model_path, kv_layout))
 
 
+def speculation(settings: Settings, model: Model) -> Speculation:
+    archive = (
+        Palimpsest(
+            settings.palimpsest_path, model.tokenizer_fingerprint(), settings.palimpsest_mb << 20
+        )
+        if settings.palimpsest
+        else None
+    )
+    return Speculation(SpecController(settings.spec, settings.spec_max_draft), archive)
+
+
 class Runtime:
     """Owns the model, the context and the engine thread; close() releases them in order."""
 
@@ -104,6 +118,7 @@ class Runtime:
             self.tuned.context_length,
             settings.max_waiting,
             on_snapshot=self.cache.offer if self.cache else None,
+            speculation=speculation(settings, self.model),
         )
         if self.cache is not None:
             engine = self.engine

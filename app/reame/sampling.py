@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -35,6 +36,7 @@ class SamplingParams(BaseModel):
     logprobs: bool = False
     top_logprobs: int = Field(0, ge=0, le=20)
     ignore_eos: bool = False
+    speculation: Literal["auto", "on", "off"] | None = None  # None: the server's setting
 
     @field_validator("logit_bias")
     @classmethod
@@ -138,6 +140,11 @@ class Sampler:
         self._is_plain_greedy = (
             params.is_greedy and not params.has_penalties and not params.logit_bias
         )
+
+    @property
+    def is_plain_greedy(self) -> bool:
+        """The argmax of the raw logits, nothing else asked: drafts can be checked by argmax."""
+        return self._is_plain_greedy and not self.params.logprobs
 
     def sample(self, logits: np.ndarray, history: Sequence[int]) -> Sampled:
         """`logits` is read, never written; `history` is the sequence's tokens so far."""

@@ -1,7 +1,7 @@
 """Request bodies of the OpenAI API as Reame accepts them (pydantic; unknown fields are refused).
 
 Reame's own knobs are extra fields, documented in the README: top_k, min_p, repetition_penalty,
-ignore_eos, session_id.
+ignore_eos, speculation, session_id.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class _Common(BaseModel):
     min_p: float | None = Field(None, ge=0.0, le=1.0)
     repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
     ignore_eos: bool = False
+    speculation: Literal["auto", "on", "off"] | None = None
     session_id: str | None = Field(None, min_length=1, max_length=128)
 
     @field_validator("stop")
@@ -97,6 +98,7 @@ class _Common(BaseModel):
             "min_p": self.min_p,
             "repetition_penalty": self.repetition_penalty,
             "ignore_eos": self.ignore_eos or None,
+            "speculation": self.speculation,
         }
 
 

@@ -85,7 +85,9 @@ def bench_engine(
 ) -> Figures:
     service, model, tuned = runtime.service, runtime.model, runtime.tuned
     plain_shape = ContextShape(tuned.context_length, tuned.batch_size, 1, tuned.threads)
-    greedy = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    greedy = SamplingParams(
+        temperature=0.0, max_tokens=max_tokens, ignore_eos=True, speculation="off"
+    )
     long_prompt = service.text_prompt(filler_text(seed=7, num_words=prompt_tokens * 2))
     long_prompt = long_prompt[: min(prompt_tokens, tuned.context_length - max_tokens - 1)]
     chat = [service.chat_prompt([{"role": "user", "content": q}]) for q in topics(max(CONCURRENCY))]

@@ -108,6 +108,9 @@ def chat_request_body(model: str, messages: Messages, max_tokens: int) -> dict[s
         # not OpenAI's, but llama-server and Reame accept it: every request generates exactly
         # max_tokens tokens, so all targets do the same work
         "ignore_eos": True,
+        # Reame's: these workloads compare plain decoding (speculation has its own workloads);
+        # llama-server ignores the field
+        "speculation": "off",
     }
 
 
@@ -189,7 +192,9 @@ class InProcessTarget:
         # time to first token too
         timeline = Timeline(time.perf_counter())
         prompt = service.chat_prompt(messages)
-        params = service.sampling(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+        params = service.sampling(
+            temperature=0.0, max_tokens=max_tokens, ignore_eos=True, speculation="off"
+        )
         timeline.num_prompt_tokens = len(prompt)
         # as the HTTP layer does: the message ends are where the prefix cache snapshots
         job = Job(prompt, params, marks=service.chat_marks(messages, prompt))

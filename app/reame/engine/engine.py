@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import structlog
 
 from reame import metrics
@@ -33,7 +34,9 @@ from reame.engine.schedule import Work, plan_step
 from reame.engine.sequence import Sequence
 from reame.errors import EngineBusyError, InvalidRequestError
 from reame.llama import Context, DecodeError, Model
-from reame.sampling import Sampler, SamplingParams
+from reame.sampling import Sampled, Sampler, SamplingParams
+from reame.spec.speculation import Speculation
+from reame.spec.verify import verify_greedy
 
 log = structlog.get_logger("reame.engine")
 
@@ -60,6 +63,7 @@ class Engine:
         context_length: int,
         max_waiting: int = 64,
         on_snapshot: Callable[[SavedState], None] | None = None,
+        speculation: Speculation | None = None,
     ) -> None:
         self.model, self.context = model, context
         self.context_length = context_length
@@ -69,6 +73,7 @@ class Engine:
         self.max_sequences_in_step = 0  # read by tests and the bench; the rest is in metrics
         self._budget = context.shape.batch_size
         self._on_snapshot = on_snapshot
+        self._spec = speculation
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
@@ -117,6 +122,12 @@ class Engine:
         sampler = self.check(request.prompt, request.params)
         seq = Sequence(request, sink, sampler, TextStream(request.params.stop))
         seq.tokens.extend(request.prompt)
+        if (
+            self._spec is not None
+            and sampler.is_plain_greedy
+            and request.params.speculation != "off"
+        ):
+            seq.drafters = self._spec.drafters()
         if self._on_snapshot is not None:
             seq.snapshots_due = sorted({p for p in request.snapshot_at if 0 < p <= seq.num_prompt})
         with self._in_flight_lock:
@@ -268,8 +279,10 @@ class Engine:
 
     def _step(self) -> None:
         running = self._running
+        self._draft()
         plan = plan_step(
-            [Work(len(s.tokens), s.num_computed, s.next_snapshot) for s in running], self._budget
+            [Work(len(s.tokens), s.num_computed, s.next_snapshot, len(s.drafts)) for s in running],
+            self._budget,
         )
         # NOTE: llama.cpp's per-sequence KV streams are much slower when a batch's sequence ids
         # are out of order (4 decode tokens: 19 ms in order, 30 ms reversed, measured here),
@@ -279,19 +292,20 @@ class Engine:
         positions: list[int] = []
         seq_ids: list[int] = []
         wants_logits: list[bool] = []
-        outputs: list[tuple[Sequence, int]] = []
+        outputs: list[tuple[Sequence, int, int]] = []  # sequence, first output index, count
         for part in plan:
             seq = running[part.index]
             end = part.start + part.count
             tokens.extend(seq.tokens[part.start : end])
             positions.extend(range(part.start, end))
             seq_ids.extend([seq.slot] * part.count)
-            wants_logits.extend([False] * part.count)
+            wants_logits.extend([part.is_verify] * part.count)
             if end <= seq.num_prompt:
                 seq.chunk_ends.append(end)
             if part.wants_logits:
                 wants_logits[-1] = True
-                outputs.append((seq, len(tokens) - 1))
+                count = part.count if part.is_verify else 1
+                outputs.append((seq, len(tokens) - count, count))
             seq.num_computed = end
         self._wake_consumers()
         started = time.perf_counter()
@@ -302,14 +316,77 @@ class Engine:
             for seq in [running[part.index] for part in plan]:
                 self._finish(seq, "error", error=str(exc))
             return
-        metrics.STEP_SECONDS.observe(time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        metrics.STEP_SECONDS.observe(seconds)
         metrics.STEP_SEQUENCES.observe(len(plan))
+        if self._spec is not None:
+            self._spec.controller.record_step(len(tokens), seconds)
         self.max_sequences_in_step = max(self.max_sequences_in_step, len(plan))
         for part in plan:
             if running[part.index].snapshots_due:
                 self._snapshot(running[part.index])
-        for seq, batch_index in outputs:
-            self._advance(seq, batch_index)
+        for seq, first, count in outputs:
+            if seq.drafts:
+                self._verify(seq, first, count)
+            else:
+                self._advance(seq, first)
+
+    def _draft(self) -> None:
+        """Drafts for the decoding sequences that can verify them, as the controller says."""
+        if self._spec is None:
+            return
+        controller = self._spec.controller
+        decoding = [s for s in self._running if len(s.tokens) - s.num_computed == 1]
+        for seq in decoding:
+            seq.drafts = []
+            if not seq.drafters:
+                continue
+            params = seq.request.params
+            room = min(
+                self.context_length - len(seq.tokens) - 1,
+                params.max_tokens - seq.num_generated - 1,
+            )
+            for name in controller.order(list(seq.drafters)):
+                wanted = controller.draft_length(name, len(decoding) - 1, params.speculation)
+                k = min(wanted, room)
+                metrics.SPEC_ENABLED.labels(name).set(int(controller.is_enabled(name)))
+                if k <= 0:
+                    continue
+                proposal = seq.drafters[name].propose(seq.tokens, k)[:k]
+                if proposal:
+                    seq.drafts, seq.draft_source = proposal, name
+                    seq.tokens.extend(proposal)
+                    break
+
+    def _verify(self, seq: Sequence, first: int, count: int) -> None:
+        """Keep the drafts the model agrees with and its own next token; roll the rest back."""
+        start = seq.num_computed - count  # where the decode token sits
+        drafts = seq.drafts[: count - 1]  # the budget may have cut the run short
+        source, proposed = seq.draft_source, len(seq.drafts)
+        seq.drafts = []
+        del seq.tokens[start + 1 :]
+        targets = [int(np.argmax(self.context.logits(first + i))) for i in range(count)]
+        kept = verify_greedy(drafts, targets)
+        accepted = len(kept) - 1
+        self._spec_booked(source, proposed, len(drafts), accepted)
+        seq.num_computed = start + 1 + accepted
+        reason = None
+        for token in kept:
+            reason = self._take(seq, token, Sampled(token))
+            if reason is not None:
+                break
+        # NOTE: the KV cache holds what was computed of the tokens kept, nothing after
+        seq.num_computed = min(seq.num_computed, len(seq.tokens))
+        self.context.remove(seq.slot, seq.num_computed)
+        if reason is not None:
+            self._finish(seq, reason)
+
+    def _spec_booked(self, source: str, proposed: int, verified: int, accepted: int) -> None:
+        assert self._spec is not None
+        self._spec.controller.record_drafts(source, verified, accepted)
+        metrics.SPEC_DRAFTED.labels(source).inc(verified)
+        metrics.SPEC_ACCEPTED.labels(source).inc(accepted)
+        metrics.SPEC_LENGTH.labels(source).set(proposed)
 
     def _snapshot(self, seq: Sequence) -> None:
         """Hand the state over when the KV cache holds exactly the next snapshot point (before
@@ -324,18 +401,23 @@ class Engine:
 
     def _advance(self, seq: Sequence, batch_index: int) -> None:
         sampled = seq.sampler.sample(self.context.logits(batch_index), seq.tokens)
-        token = sampled.token
+        reason = self._take(seq, sampled.token, sampled)
+        if reason is not None:
+            self._finish(seq, reason)
+
+    def _take(self, seq: Sequence, token: int, sampled: Sampled) -> str | None:
+        """Append a token and emit it; the finish reason if the sequence ends with it."""
         seq.tokens.append(token)
         params = seq.request.params
         if not params.ignore_eos and self.model.is_end_of_generation(token):
-            self._finish(seq, "stop")
-            return
+            return "stop"
         delta = seq.text.push(self.model.piece(token))
         seq.sink(TokenEvent(token, delta.text, sampled.logprob, sampled.top_logprobs))
         if delta.is_stopped:
-            self._finish(seq, "stop")
-        elif seq.num_generated >= params.max_tokens or len(seq.tokens) >= self.context_length:
-            self._finish(seq, "length")
+            return "stop"
+        if seq.num_generated >= params.max_tokens or len(seq.tokens) >= self.context_length:
+            return "length"
+        return None
 
     def _finish(self, seq: Sequence, reason: str, error: str | None = None) -> None:
         state = None
@@ -359,6 +441,8 @@ class Engine:
             self._free_slots.add(seq.slot)
             seq.slot = -1
             self._running.remove(seq)
+        if self._spec is not None and reason in ("stop", "length"):
+            self._spec.learn(seq.tokens, seq.num_prompt)
         with self._in_flight_lock:
             self._num_in_flight -= 1
         self._publish_counts()  # NOTE: before the event, so a caller that saw it sees the count

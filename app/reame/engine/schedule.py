@@ -17,6 +17,7 @@ class Work:
     num_known: int
     num_computed: int
     stop_at: int = 0  # a prompt chunk ends here if it would pass it (a snapshot point); 0: none
+    num_drafts: int = 0  # of the known tokens, the last ones are drafts to verify
 
     @property
     def num_missing(self) -> int:
@@ -32,22 +33,25 @@ class Slice:
     start: int
     count: int
     wants_logits: bool
+    is_verify: bool = False  # logits at every token: a decode token and its drafts
 
 
 def plan_step(work: Sequence[Work], budget: int) -> list[Slice]:
-    """Single-token (decoding) sequences first, for latency; then prompt chunks in the order
-    given (oldest first) fill what is left of the token budget. A chunk never runs past its
-    sequence's stop_at, so the KV cache holds exactly that prefix after the step."""
+    """Decoding sequences first, for latency (with their drafts, as many as the budget holds);
+    then prompt chunks in the order given (oldest first) fill what is left of the token budget.
+    A chunk never runs past its sequence's stop_at, so the KV cache holds exactly that prefix
+    after the step."""
     if budget < 1:
         raise ValueError("the token budget must be at least 1")
     plan: list[Slice] = []
     left = budget
     for i, w in enumerate(work):
-        if w.num_missing == 1 and left > 0:
-            plan.append(Slice(i, w.num_computed, 1, True))
-            left -= 1
+        if w.num_missing == 1 + w.num_drafts and left > 0:
+            count = min(w.num_missing, left)
+            plan.append(Slice(i, w.num_computed, count, True, is_verify=w.num_drafts > 0))
+            left -= count
     for i, w in enumerate(work):
-        if w.num_missing > 1 and left > 0:
+        if w.num_missing > 1 and w.num_drafts == 0 and left > 0:
             count = min(w.num_missing, left)
             if w.num_computed < w.stop_at:
                 count = min(count, w.stop_at - w.num_computed)

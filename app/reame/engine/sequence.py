@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from reame.detokenize import TextStream
 from reame.engine.request import GenerationRequest, Sink
 from reame.sampling import Sampler
+from reame.spec.drafter import Drafter
 
 
 @dataclass(slots=True)
@@ -25,6 +26,9 @@ class Sequence:
     # where its prompt's chunks ended (and where a restore left off): a later request may
     # reuse this sequence's KV up to one of them and compute the rest as a cold request would
     chunk_ends: list[int] = field(default_factory=list)
+    drafters: dict[str, Drafter] = field(default_factory=dict)  # none: no speculation
+    drafts: list[int] = field(default_factory=list)  # at the end of tokens, for this step
+    draft_source: str = ""
 
     @property
     def next_snapshot(self) -> int:

@@ -1,0 +1,123 @@
+"""Whether speculation pays, measured where it runs: pure, model-free.
+
+For a draft run of k tokens the engine pays a verify batch instead of a plain step. The
+controller keeps what a step of b tokens costs here (a moving average a batch size, measured
+every step; until a size is measured, b^0.75 times a one-token step, about what these machines
+showed) and, per drafter, how often a draft token is accepted (a moving average of the
+per-token acceptance). A run of k drafts accepted token by token with probability a yields
+(1 - a^(k+1)) / (1 - a) tokens, so it picks the k that gives most tokens a second, 0 when no k
+beats a plain step. A drafter at k = 0 is probed now and then with a short run, so it comes
+back when the traffic changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16)
+SMOOTHING = 0.1
+PROBE_EVERY = 32  # decisions at k = 0 between two probes
+PROBE_LENGTH = 4
+
+
+@dataclass(slots=True)
+class _DrafterStats:
+    acceptance: float = 0.5  # optimistic at first: a new drafter gets tried
+    is_enabled: bool = True
+    skipped: int = 0
+    proposed: int = 0
+    accepted: int = 0
+
+
+@dataclass(slots=True)
+class SpecController:
+    mode: str = "auto"  # auto | on | off
+    max_length: int = 8
+    step_seconds: dict[int, float] = field(default_factory=dict)
+    drafters: dict[str, _DrafterStats] = field(default_factory=dict)
+
+    # -- what it measures --------------------------------------------------------------------
+
+    def record_step(self, num_tokens: int, seconds: float) -> None:
+        old = self.step_seconds.get(num_tokens)
+        self.step_seconds[num_tokens] = (
+            seconds if old is None else old + SMOOTHING * (seconds - old)
+        )
+
+    def record_drafts(self, drafter: str, proposed: int, accepted: int) -> None:
+        """`accepted` of the `proposed` drafts were kept (a run stops at the first refusal)."""
+        if proposed <= 0:
+            return
+        stats = self._stats(drafter)
+        stats.proposed += proposed
+        stats.accepted += accepted
+        # each draft tried is one Bernoulli trial: the kept ones, then the refused one
+        for _ in range(accepted):
+            stats.acceptance += SMOOTHING * (1.0 - stats.acceptance)
+        if accepted < proposed:
+            stats.acceptance -= SMOOTHING * stats.acceptance
+
+    # -- what it decides ---------------------------------------------------------------------
+
+    def draft_length(self, drafter: str, batch_tokens: int, mode: str | None = None) -> int:
+        """How many drafts of this drafter to verify beside `batch_tokens` other tokens
+        (`mode`: a request's own choice, over the server's)."""
+        mode = mode or self.mode
+        if mode == "on":
+            return self.max_length
+        if mode == "off":
+            return 0
+        stats = self._stats(drafter)
+        best = self.best_length(stats.acceptance, batch_tokens)
+        stats.is_enabled = best > 0
+        if best == 0:
+            stats.skipped += 1
+            if stats.skipped >= PROBE_EVERY:
+                stats.skipped = 0
+                return min(PROBE_LENGTH, self.max_length)
+        return best
+
+    def best_length(self, acceptance: float, batch_tokens: int) -> int:
+        """The k that maximizes tokens a second for one sequence beside batch_tokens others."""
+        base = self._cost(batch_tokens + 1)
+        best, best_rate = 0, 1.0 / base
+        for k in LENGTHS:
+            if k > self.max_length:
+                break
+            rate = _expected_tokens(acceptance, k) / self._cost(batch_tokens + 1 + k)
+            if rate > best_rate * 1.02:  # NOTE: a margin: noise must not switch it on
+                best, best_rate = k, rate
+        return best
+
+    def is_enabled(self, drafter: str) -> bool:
+        if self.mode != "auto":
+            return self.mode == "on"
+        return self._stats(drafter).is_enabled
+
+    def order(self, names: list[str]) -> list[str]:
+        """Drafters to ask first: the best accepted."""
+        return sorted(names, key=lambda n: -self._stats(n).acceptance)
+
+    def _stats(self, drafter: str) -> _DrafterStats:
+        stats = self.drafters.get(drafter)
+        if stats is None:
+            stats = self.drafters[drafter] = _DrafterStats()
+        return stats
+
+    def _cost(self, num_tokens: int) -> float:
+        measured = self.step_seconds.get(num_tokens)
+        if measured is not None:
+            return measured
+        one = self.step_seconds.get(1, 1.0)
+        known = [(n, t) for n, t in self.step_seconds.items() if n < num_tokens]
+        if known:  # scale from the nearest smaller size measured
+            n, t = max(known)
+            return t * (num_tokens / n) ** 0.75
+        return one * num_tokens**0.75
+
+
+def _expected_tokens(acceptance: float, k: int) -> float:
+    """Tokens a verify of k drafts yields: the accepted run plus the model's own token."""
+    if acceptance >= 1.0:
+        return k + 1.0
+    return (1.0 - acceptance ** (k + 1)) / (1.0 - acceptance)

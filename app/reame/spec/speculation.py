@@ -1,0 +1,33 @@
+"""What the engine needs for speculation: the controller, the shared archive, and a fresh set
+of drafters for each sequence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from reame import metrics
+from reame.spec.context_lookup import ContextLookup
+from reame.spec.controller import SpecController
+from reame.spec.drafter import Drafter
+from reame.spec.ngram_index import NGRAM
+from reame.spec.palimpsest import Palimpsest
+
+
+@dataclass(slots=True)
+class Speculation:
+    controller: SpecController
+    palimpsest: Palimpsest | None = None
+
+    def drafters(self) -> dict[str, Drafter]:
+        out: dict[str, Drafter] = {"context": ContextLookup()}
+        if self.palimpsest is not None:
+            out["palimpsest"] = self.palimpsest
+        return out
+
+    def learn(self, tokens: Sequence[int], num_prompt: int) -> None:
+        """Keep a finished generation, with the prompt's last tokens that lead into it."""
+        if self.palimpsest is None or len(tokens) - num_prompt < 2:
+            return
+        self.palimpsest.add(tokens[max(0, num_prompt - NGRAM) :])
+        metrics.PALIMPSEST_TOKENS.set(self.palimpsest.num_tokens)

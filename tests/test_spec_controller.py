@@ -1,0 +1,81 @@
+"""The speculation controller, model-free: it turns a drafter on where its runs pay for their
+verify batches on the costs it measured, off where they do not, and probes to come back."""
+
+from __future__ import annotations
+
+from reame.spec.controller import PROBE_EVERY, PROBE_LENGTH, SpecController
+
+
+def measured(cost_of: dict[int, float], mode: str = "auto") -> SpecController:
+    c = SpecController(mode=mode, max_length=8)
+    for n, seconds in cost_of.items():
+        c.record_step(n, seconds)
+    return c
+
+
+# a small model on 2 cores: a 9-token verify batch costs about 5 steps
+CHEAP_BATCHES = {n: 0.008 * n**0.75 for n in range(1, 18)}
+# compute-bound (the 1.5B shape here): k tokens cost about k steps
+DEAR_BATCHES = {n: 0.030 * n for n in range(1, 18)}
+
+
+def test_a_drafter_that_is_usually_right_is_asked_for_long_runs() -> None:
+    c = measured(CHEAP_BATCHES)
+    for _ in range(40):
+        c.record_drafts("archive", 8, 8)
+    assert c.draft_length("archive", 0) == 8
+    assert c.is_enabled("archive")
+
+
+def test_a_drafter_that_is_usually_wrong_is_turned_off_then_probed() -> None:
+    c = measured(CHEAP_BATCHES)
+    for _ in range(40):
+        c.record_drafts("context", 4, 0)
+    lengths = [c.draft_length("context", 0) for _ in range(PROBE_EVERY)]
+    assert not c.is_enabled("context")
+    assert lengths[:-1] == [0] * (PROBE_EVERY - 1)
+    assert lengths[-1] == PROBE_LENGTH  # the probe
+
+
+def test_where_a_batch_costs_as_much_as_its_tokens_nothing_pays() -> None:
+    c = measured(DEAR_BATCHES)
+    for _ in range(40):
+        c.record_drafts("archive", 8, 6)  # 75% of tokens kept: still not worth it here
+    assert c.draft_length("archive", 0) == 0
+    assert c.best_length(1.0, 0) == 0  # even one that is always right only breaks even
+
+
+def test_the_switch_follows_the_workload_there_and_back() -> None:
+    c = measured(CHEAP_BATCHES)
+    states = []
+    for phase_accepts in (True, False, True):
+        for _ in range(6 * PROBE_EVERY):
+            k = c.draft_length("archive", 0)
+            if k:
+                c.record_drafts("archive", k, k if phase_accepts else 0)
+        states.append(c.is_enabled("archive"))
+    assert states == [True, False, True]
+
+
+def test_modes_on_and_off_and_a_requests_own_choice() -> None:
+    off = measured(CHEAP_BATCHES, mode="off")
+    on = measured(DEAR_BATCHES, mode="on")
+    assert off.draft_length("archive", 0) == 0
+    assert on.draft_length("archive", 0) == 8
+    assert off.draft_length("archive", 0, "on") == 8
+    assert on.draft_length("archive", 0, "off") == 0
+
+
+def test_the_best_accepted_drafter_is_asked_first() -> None:
+    c = measured(CHEAP_BATCHES)
+    for _ in range(10):
+        c.record_drafts("a", 4, 0)
+        c.record_drafts("b", 4, 4)
+    assert c.order(["a", "b"]) == ["b", "a"]
+
+
+def test_an_unmeasured_size_is_scaled_from_the_nearest_measured() -> None:
+    c = measured({1: 0.01, 4: 0.04})
+    assert c._cost(4) == 0.04
+    assert abs(c._cost(8) - 0.04 * 2**0.75) < 1e-12
+    assert abs(measured({})._cost(16) - 16**0.75) < 1e-12

@@ -1,0 +1,74 @@
+"""Speculation in the engine, on the real SmolLM2: greedy output is the same token for token with
+drafts as without; a repeated request is drafted from the Palimpsest, also after a restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import small_settings
+from reame.runtime import Runtime
+from state_dirs import new_state_dir
+
+pytestmark = pytest.mark.model
+
+QUESTIONS = [
+    "List the numbers from 1 to 30, one per line.",
+    "Write a JSON object with the keys name, age and city.",
+    "What is the capital of France?",
+    "Repeat the word hello ten times.",
+]
+
+
+def answer(runtime: Runtime, question: str, mode: str) -> list[int]:
+    service = runtime.service
+    prompt = service.chat_prompt([{"role": "user", "content": question}])
+    params = service.sampling(temperature=0.0, max_tokens=96, speculation=mode)
+    tokens, _, _ = service.generate(prompt, params)
+    return tokens
+
+
+def drafted(runtime: Runtime, drafter: str) -> tuple[int, int]:
+    assert runtime.engine._spec is not None
+    stats = runtime.engine._spec.controller.drafters.get(drafter)
+    return (stats.proposed, stats.accepted) if stats else (0, 0)
+
+
+def test_greedy_output_is_the_same_with_drafts_forced_on(smollm2_path: Path) -> None:
+    with Runtime(small_settings(smollm2_path, spec="auto")) as runtime:
+        plain = {q: answer(runtime, q, "off") for q in QUESTIONS}
+        for _ in range(2):  # the second round drafts from the first's answers too
+            for q in QUESTIONS:
+                assert answer(runtime, q, "on") == plain[q], q
+        proposed, accepted = drafted(runtime, "palimpsest")
+        assert proposed > 0 and accepted > 0
+
+
+def test_prompt_lookup_alone_keeps_the_output_too(smollm2_path: Path) -> None:
+    with Runtime(small_settings(smollm2_path, palimpsest=False)) as runtime:
+        for q in QUESTIONS:
+            assert answer(runtime, q, "on") == answer(runtime, q, "off"), q
+        proposed, accepted = drafted(runtime, "context")
+        assert proposed > 0 and accepted > 0
+
+
+def test_the_palimpsest_drafts_a_repeated_answer_after_a_restart(smollm2_path: Path) -> None:
+    state = new_state_dir()
+    with Runtime(small_settings(smollm2_path, state_dir=state)) as first:
+        expected = answer(first, QUESTIONS[1], "off")
+    with Runtime(small_settings(smollm2_path, state_dir=state)) as second:
+        assert second.engine._spec is not None and second.engine._spec.palimpsest is not None
+        assert second.engine._spec.palimpsest.num_tokens >= len(expected)
+        assert answer(second, QUESTIONS[1], "on") == expected
+        proposed, accepted = drafted(second, "palimpsest")
+        assert accepted >= len(expected) // 2, (proposed, accepted)
+
+
+def test_sampled_requests_are_not_drafted(smollm2_path: Path) -> None:
+    with Runtime(small_settings(smollm2_path)) as runtime:
+        service = runtime.service
+        prompt = service.chat_prompt([{"role": "user", "content": QUESTIONS[0]}])
+        service.generate(prompt, service.sampling(temperature=0.8, seed=1, max_tokens=24))
+        service.generate(prompt, service.sampling(temperature=0.8, seed=1, max_tokens=24))
+        assert drafted(runtime, "palimpsest") == (0, 0)  # greedy only, so far
