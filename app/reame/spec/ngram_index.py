@@ -39,9 +39,10 @@ def hash_of(history: Sequence[int], n: int = NGRAM) -> int | None:
 
 
 class NgramIndex:
-    """Sorted (hash, position) pairs over one token array that only grows."""
+    """Sorted (hash, position) pairs of the n-grams of one token array."""
 
-    def __init__(self) -> None:
+    def __init__(self, n: int = NGRAM) -> None:
+        self.n = n
         self._hashes = np.zeros(0, dtype=np.uint64)
         self._positions = np.zeros(0, dtype=np.int64)
 
@@ -50,8 +51,8 @@ class NgramIndex:
         return int(self._hashes.size)
 
     def rebuild(self, tokens: np.ndarray) -> None:
-        h = ngram_hashes(tokens)
-        positions = np.arange(NGRAM, NGRAM + h.size, dtype=np.int64)
+        h = ngram_hashes(tokens, self.n)
+        positions = np.arange(self.n, self.n + h.size, dtype=np.int64)
         keep = h != 0
         h, positions = h[keep], positions[keep]
         order = np.argsort(h, kind="stable")  # NOTE: stable: equal hashes stay in text order

@@ -27,13 +27,16 @@ from pathlib import Path
 import numpy as np
 import structlog
 
-from reame.spec.ngram_index import NGRAM, SEPARATOR, NgramIndex, hash_of, ngram_hashes
+from reame.spec.ngram_index import SEPARATOR, NgramIndex, hash_of, ngram_hashes
 
 log = structlog.get_logger("reame.palimpsest")
 
 _HEAD = struct.Struct("<4sII")
 _MAGIC = b"PALR"
-MIN_RECORD = NGRAM + 2  # shorter generations teach nothing
+# n-gram lengths looked up, longest first: a long match (the end of the question and the chat
+# template's "assistant" header) tells apart answers that a short one mixes up
+SIZES = (8, 3)
+MIN_RECORD = min(SIZES) + 2  # shorter generations teach nothing
 
 
 @dataclass(slots=True)
@@ -86,8 +89,9 @@ class Palimpsest:
         self._segments: dict[str, _Segment] = {}
         self._own: _Segment | None = None
         self._tokens = np.full(1, SEPARATOR, dtype=np.int32)
-        self._index = NgramIndex()
-        self._recent: dict[int, int] = {}  # n-gram hash -> position, since the last build
+        self._indexes = {n: NgramIndex(n) for n in SIZES}
+        # per size: n-gram hash -> position, for what was added since the last build
+        self._recent: dict[int, dict[int, int]] = {n: {} for n in SIZES}
         # where each segment's records start in _tokens (for "last used"), in that order
         self._starts = np.zeros(0, dtype=np.int64)
         self._owners: list[_Segment] = []
@@ -101,22 +105,26 @@ class Palimpsest:
     # -- drafting ----------------------------------------------------------------------------
 
     def propose(self, history: Sequence[int], k: int) -> list[int]:
-        key = hash_of(history)
-        if key is None or k <= 0:
+        if k <= 0:
             return []
         with self._lock:
-            start = self._recent.get(key, -1)
-            if start < 0:
-                start = self._index.find(key)
-            if start < 0:
-                return []
-            tokens = self._tokens
-            if list(tokens[start - NGRAM : start]) != list(history[-NGRAM:]):
-                return []  # a hash collision
-            self._mark_used(start)
-            run = tokens[start : start + k]
-            stop = np.flatnonzero(run == SEPARATOR)
-            return [int(t) for t in (run[: stop[0]] if stop.size else run)]
+            for n in SIZES:
+                key = hash_of(history, n)
+                if key is None:
+                    continue
+                start = self._recent[n].get(key, -1)
+                if start < 0:
+                    start = self._indexes[n].find(key)
+                if start < 0:
+                    continue
+                tokens = self._tokens
+                if list(tokens[start - n : start]) != list(history[-n:]):
+                    continue  # a hash collision
+                self._mark_used(start)
+                run = tokens[start : start + k]
+                stop = np.flatnonzero(run == SEPARATOR)
+                return [int(t) for t in (run[: stop[0]] if stop.size else run)]
+        return []
 
     def observe(self, proposed: int, accepted: int) -> None:
         pass
@@ -142,12 +150,11 @@ class Palimpsest:
         base = self._tokens.size
         self._tokens = np.concatenate([self._tokens, record, [SEPARATOR]]).astype(np.int32)
         # the n-grams ending before the record's last token, each pointing at its follower
-        hashes = ngram_hashes(record[:-1])
-        followers = range(base + NGRAM, base + record.size)
-        self._recent.update(zip(hashes.tolist(), followers, strict=True))
-        if len(self._recent) > max(4096, self._index.size // 8):
-            self._index.rebuild(self._tokens)
-            self._recent.clear()
+        for n, recent in self._recent.items():
+            hashes = ngram_hashes(record[:-1], n)
+            recent.update(zip(hashes.tolist(), range(base + n, base + record.size), strict=True))
+        if len(self._recent[min(SIZES)]) > max(4096, self._indexes[min(SIZES)].size // 8):
+            self._build_indexes()
 
     def _write(self, record: np.ndarray) -> None:
         if self.directory is None:
@@ -227,8 +234,12 @@ class Palimpsest:
                 size += record.size + 1
         self._starts, self._owners = np.asarray(starts, dtype=np.int64), owners
         self._tokens = np.concatenate(parts).astype(np.int32)
-        self._index.rebuild(self._tokens)
-        self._recent.clear()
+        self._build_indexes()
+
+    def _build_indexes(self) -> None:
+        for n, index in self._indexes.items():
+            index.rebuild(self._tokens)
+            self._recent[n].clear()
 
     def _evict(self) -> None:
         if self.directory is None:

@@ -10,8 +10,9 @@ from reame import metrics
 from reame.spec.context_lookup import ContextLookup
 from reame.spec.controller import SpecController
 from reame.spec.drafter import Drafter
-from reame.spec.ngram_index import NGRAM
 from reame.spec.palimpsest import Palimpsest
+
+PROMPT_CONTEXT = 16
 
 
 @dataclass(slots=True)
@@ -26,8 +27,9 @@ class Speculation:
         return out
 
     def learn(self, tokens: Sequence[int], num_prompt: int) -> None:
-        """Keep a finished generation, with the prompt's last tokens that lead into it."""
+        """Keep a finished generation, with the prompt's last tokens that lead into it (the end
+        of the question tells one answer's start from another's)."""
         if self.palimpsest is None or len(tokens) - num_prompt < 2:
             return
-        self.palimpsest.add(tokens[max(0, num_prompt - NGRAM) :])
+        self.palimpsest.add(tokens[max(0, num_prompt - PROMPT_CONTEXT) :])
         metrics.PALIMPSEST_TOKENS.set(self.palimpsest.num_tokens)
