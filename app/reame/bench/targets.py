@@ -68,7 +68,9 @@ class Target(Protocol):
     name: str
     detail: str  # what it is, for the report's header
 
-    async def stream(self, messages: Messages, max_tokens: int) -> Timeline: ...
+    async def stream(
+        self, messages: Messages, max_tokens: int, speculation: str = "off"
+    ) -> Timeline: ...
 
     async def aclose(self) -> None: ...
 
@@ -97,7 +99,9 @@ def target_names(urls: Sequence[str], names: Sequence[str], in_process: bool) ->
     return out
 
 
-def chat_request_body(model: str, messages: Messages, max_tokens: int) -> dict[str, Any]:
+def chat_request_body(
+    model: str, messages: Messages, max_tokens: int, speculation: str = "off"
+) -> dict[str, Any]:
     return {
         "model": model,
         "messages": messages,
@@ -108,9 +112,9 @@ def chat_request_body(model: str, messages: Messages, max_tokens: int) -> dict[s
         # not OpenAI's, but llama-server and Reame accept it: every request generates exactly
         # max_tokens tokens, so all targets do the same work
         "ignore_eos": True,
-        # Reame's: these workloads compare plain decoding (speculation has its own workloads);
-        # llama-server ignores the field
-        "speculation": "off",
+        # Reame's: the decode workloads compare plain decoding, the speculation workloads each
+        # mode; llama-server ignores the field
+        "speculation": speculation,
     }
 
 
@@ -150,8 +154,10 @@ class HttpTarget:
             await client.aclose()
             raise
 
-    async def stream(self, messages: Messages, max_tokens: int) -> Timeline:
-        body = chat_request_body(self.model, messages, max_tokens)
+    async def stream(
+        self, messages: Messages, max_tokens: int, speculation: str = "off"
+    ) -> Timeline:
+        body = chat_request_body(self.model, messages, max_tokens, speculation)
         url = f"{self.base}/v1/chat/completions"
         timeline = Timeline(time.perf_counter())
         try:
@@ -184,7 +190,9 @@ class InProcessTarget:
             f"parallel {tuned.parallel}, context {tuned.context_length})"
         )
 
-    async def stream(self, messages: Messages, max_tokens: int) -> Timeline:
+    async def stream(
+        self, messages: Messages, max_tokens: int, speculation: str = "off"
+    ) -> Timeline:
         from reame.service import Job  # NOTE: an HTTP-only bench never loads llama.cpp
 
         service = self._runtime.service
@@ -193,7 +201,7 @@ class InProcessTarget:
         timeline = Timeline(time.perf_counter())
         prompt = service.chat_prompt(messages)
         params = service.sampling(
-            temperature=0.0, max_tokens=max_tokens, ignore_eos=True, speculation="off"
+            temperature=0.0, max_tokens=max_tokens, ignore_eos=True, speculation=speculation
         )
         timeline.num_prompt_tokens = len(prompt)
         # as the HTTP layer does: the message ends are where the prefix cache snapshots

@@ -70,6 +70,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "in process (Reame restarted on its own cache directory) and/or against --url servers",
     )
     c.add_argument(
+        "--spec",
+        action="store_true",
+        help="decode speed with speculation off, on and auto: repeated and reworded requests "
+        "(also after a restart), adversarial ones, 4 concurrent streams; in process (on an "
+        "archive of its own) and/or against --url servers",
+    )
+    c.add_argument(
         "--after-restart",
         action="store_true",
         help="with --prefix --url: the servers were just restarted; time their first request",
@@ -78,10 +85,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def bench(args: argparse.Namespace) -> int:
+    if args.prefix and args.spec:
+        raise ConfigError("--prefix and --spec are separate benches: give one")
     if args.prefix:
         return bench_prefix(args)
+    if args.spec:
+        return bench_spec(args)
     if args.after_restart:
-        raise ConfigError("--after-restart goes with --prefix")
+        raise ConfigError("--after-restart goes with --prefix or --spec")
     if args.url or args.in_process:
         return bench_servers(args)
     settings = _settings(args)
@@ -182,6 +193,54 @@ def bench_prefix(args: argparse.Namespace) -> int:
         print(f"== {title}")
         print(figures_table({"runs": args.runs}, figures))
         print()
+    return 0
+
+
+def bench_spec(args: argparse.Namespace) -> int:
+    from reame.bench.http_report import as_table as figures_table
+    from reame.bench.spec_runner import bench_spec as run_spec
+    from reame.bench.targets import HttpTarget, InProcessTarget, target_names
+
+    if args.runs < 1:
+        raise ConfigError("--runs must be at least 1")
+    in_process = args.in_process or not args.url
+    if args.after_restart and in_process:
+        raise ConfigError(
+            "--after-restart times servers that were just restarted: give --url, and no "
+            "--in-process (in process, --spec restarts Reame itself)"
+        )
+    settings = _settings(args)
+    if in_process:  # NOTE: an archive of its own, so that the teaching round teaches it
+        archive = Path(tempfile.mkdtemp(prefix="reame-bench-palimpsest-"))
+        settings = settings.model_copy(update={"palimpsest_dir": archive})
+
+    async def run() -> tuple[dict, dict]:
+        targets: list = []
+        restarts = {}
+        if in_process:
+            target = InProcessTarget(Runtime(settings), owns_runtime=True)
+
+            async def restart() -> None:
+                target.replace_runtime(Runtime(settings))
+
+            targets.append(target)
+            restarts[target.name] = restart
+        try:
+            names = target_names(args.url, args.name, in_process=in_process)
+            for url, name in zip(args.url, names, strict=True):
+                targets.append(await HttpTarget.open(url, name, args.api_key))
+            return await run_spec(targets, args.runs, args.after_restart, restarts, _progress)
+        finally:
+            for t in targets:
+                await t.aclose()
+
+    tables, checks = asyncio.run(run())
+    for title, figures in tables.items():
+        print(f"== {title}")
+        print(figures_table({"runs": args.runs}, figures))
+        print()
+    for name, ok in checks.items():
+        print(f"{'yes' if ok else 'NO '}  {name}")
     return 0
 
 

@@ -1,0 +1,138 @@
+"""`reame bench --spec`: what speculation gives, and costs, in each mode (off, on, auto).
+
+(a) repeated requests: the same questions again and reworded, after one round that taught the
+    archive (with --after-restart, or in process after a restart: from the archive on disk);
+(b) adversarial: questions that share nothing with anything earlier (each mode its own);
+(c) 4 concurrent streams of repeated questions.
+Every mode of a target goes to the same server (a request's `speculation` field), in turns.
+Greedy decoding throughout; a check says whether every mode's answer to a prompt was the same
+text as with speculation off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+
+from reame.bench.http_runner import HttpFigures, Samples, aggregate_tps, summarize
+from reame.bench.targets import Messages, Target
+from reame.bench.workloads import filler_text, topics
+
+MODES = ("off", "on", "auto")
+ANSWER_TOKENS = 128
+NUM_QUESTIONS = 6
+
+Restart = Callable[[], Awaitable[None]]
+
+
+def user(content: str) -> Messages:
+    return [{"role": "user", "content": content}]
+
+
+def questions() -> list[str]:
+    return topics(NUM_QUESTIONS)
+
+
+def reworded(question: str) -> str:
+    return f"Please answer this. {question}"
+
+
+def fresh(run: int, mode: str) -> str:
+    """A question nothing earlier shares (a new one for each run and mode)."""
+    seed = 70_000 + 10 * run + MODES.index(mode)
+    return f"{filler_text(seed, 5).capitalize()}: continue this text about {filler_text(seed, 2)}."
+
+
+class _Bench:
+    def __init__(self, target: Target, log: Callable[[str], None]) -> None:
+        self.target, self.log = target, log
+        self.answers: dict[str, str] = {}  # prompt -> the answer with speculation off
+        self.is_identical = True
+
+    def column(self, mode: str) -> str:
+        return f"{self.target.name} {mode}"
+
+    async def ask(self, content: str, mode: str) -> float:
+        t = await self.target.stream(user(content), ANSWER_TOKENS, speculation=mode)
+        self._compare(content, mode, t.text)
+        return aggregate_tps([t])
+
+    async def ask_together(self, contents: Sequence[str], mode: str) -> float:
+        group = await asyncio.gather(
+            *(self.target.stream(user(c), ANSWER_TOKENS, speculation=mode) for c in contents)
+        )
+        for c, t in zip(contents, group, strict=True):
+            self._compare(c, mode, t.text)
+        return aggregate_tps(group)
+
+    def _compare(self, content: str, mode: str, text: str) -> None:
+        if mode == "off":
+            self.answers.setdefault(content, text)
+        if content in self.answers and self.answers[content] != text:
+            self.is_identical = False
+
+    async def rounds(self, prompts: Sequence[str], runs: int, samples: Samples, row: str) -> None:
+        for run in range(runs):
+            order = MODES[run % 3 :] + MODES[: run % 3]
+            for content in prompts:
+                for mode in order:
+                    samples[row].setdefault(self.column(mode), []).append(
+                        await self.ask(content, mode)
+                    )
+
+
+async def bench_spec(
+    targets: Sequence[Target],
+    runs: int,
+    after_restart: bool,
+    restarts: dict[str, Restart],
+    log: Callable[[str], None],
+) -> tuple[dict[str, HttpFigures], dict[str, bool]]:
+    """One table per workload, a column per target and mode, ratios against the first."""
+    tables: defaultdict[str, Samples] = defaultdict(lambda: defaultdict(dict))
+    checks: dict[str, bool] = {}
+    columns: list[str] = []
+    qs = questions()
+    for target in targets:
+        b = _Bench(target, log)
+        columns += [b.column(m) for m in MODES]
+        rep = tables["(a) repeated requests, decode tok/s"]
+        if not after_restart:
+            log(f"{target.name}: teaching round")
+            for q in qs:
+                await b.ask(q, "off")
+                await b.ask(reworded(q), "off")
+        else:
+            # the answers with speculation off come from this run's own off requests
+            log(f"{target.name}: first requests after a restart")
+        log(f"{target.name}: repeated")
+        await b.rounds(qs, runs, rep, "same questions")
+        await b.rounds([reworded(q) for q in qs], max(1, runs // 2), rep, "reworded")
+        if not after_restart and target.name in restarts:
+            log(f"{target.name}: restart")
+            await restarts[target.name]()
+            await b.rounds(qs, 1, rep, "same questions, after a restart")
+        if after_restart:
+            continue
+        log(f"{target.name}: adversarial")
+        adv = tables["(b) adversarial: nothing shared, decode tok/s"]
+        for run in range(runs):
+            for mode in MODES:
+                adv["new questions"].setdefault(b.column(mode), []).append(
+                    await b.ask(fresh(run, mode), mode)
+                )
+        log(f"{target.name}: 4 concurrent")
+        together = tables["(c) 4 concurrent streams of repeated questions, aggregate tok/s"]
+        for run in range(runs):
+            group = [qs[(run + i) % len(qs)] for i in range(4)]
+            for mode in MODES:
+                together["4 streams"].setdefault(b.column(mode), []).append(
+                    await b.ask_together(group, mode)
+                )
+        checks[f"{target.name}: greedy answers identical in every mode"] = b.is_identical
+    out = {}
+    for title, samples in tables.items():
+        complete = {m: v for m, v in samples.items() if set(v) == set(columns)}
+        out[title] = summarize(complete, columns)
+    return out, checks
