@@ -30,6 +30,11 @@ def user(content: str) -> Messages:
     return [{"role": "user", "content": content}]
 
 
+def completion_prompt(content: str) -> str:
+    """For a base model (no chat template): the question as the start of a text."""
+    return f"Question: {content}\nAnswer:"
+
+
 def questions() -> list[str]:
     return topics(NUM_QUESTIONS)
 
@@ -45,8 +50,9 @@ def fresh(run: int, mode: str) -> str:
 
 
 class _Bench:
-    def __init__(self, target: Target, log: Callable[[str], None]) -> None:
+    def __init__(self, target: Target, log: Callable[[str], None], as_text: bool) -> None:
         self.target, self.log = target, log
+        self.request = completion_prompt if as_text else user
         self.answers: dict[str, str] = {}  # prompt -> the answer with speculation off
         self.is_identical = True
 
@@ -54,13 +60,16 @@ class _Bench:
         return f"{self.target.name} {mode}"
 
     async def ask(self, content: str, mode: str) -> float:
-        t = await self.target.stream(user(content), ANSWER_TOKENS, speculation=mode)
+        t = await self.target.stream(self.request(content), ANSWER_TOKENS, speculation=mode)
         self._compare(content, mode, t.text)
         return aggregate_tps([t])
 
     async def ask_together(self, contents: Sequence[str], mode: str) -> float:
         group = await asyncio.gather(
-            *(self.target.stream(user(c), ANSWER_TOKENS, speculation=mode) for c in contents)
+            *(
+                self.target.stream(self.request(c), ANSWER_TOKENS, speculation=mode)
+                for c in contents
+            )
         )
         for c, t in zip(contents, group, strict=True):
             self._compare(c, mode, t.text)
@@ -88,14 +97,16 @@ async def bench_spec(
     after_restart: bool,
     restarts: dict[str, Restart],
     log: Callable[[str], None],
+    as_text: bool = False,
 ) -> tuple[dict[str, HttpFigures], dict[str, bool]]:
-    """One table per workload, a column per target and mode, ratios against the first."""
+    """One table per workload, a column per target and mode, ratios against the first;
+    `as_text`: completions of a text prompt (a base model), not chats."""
     tables: defaultdict[str, Samples] = defaultdict(lambda: defaultdict(dict))
     checks: dict[str, bool] = {}
     columns: list[str] = []
     qs = questions()
     for target in targets:
-        b = _Bench(target, log)
+        b = _Bench(target, log, as_text)
         columns += [b.column(m) for m in MODES]
         rep = tables["(a) repeated requests, decode tok/s"]
         if not after_restart:

@@ -87,6 +87,8 @@ def _has_content(chunk: dict[str, Any]) -> bool:
         delta = choice.get("delta") or {}
         if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"):
             return True
+        if choice.get("text"):  # a completion's chunk
+            return True
     return False
 
 
@@ -111,6 +113,7 @@ class ChunkTally:
             raise BenchTargetError(f"the server reported an error mid-stream: {chunk['error']}")
         for choice in chunk.get("choices") or ():
             self.timeline.text += (choice.get("delta") or {}).get("content") or ""
+            self.timeline.text += choice.get("text") or ""
         if _has_content(chunk):
             if not self.content_chunks:
                 self.timeline.first = now

@@ -69,8 +69,10 @@ class Target(Protocol):
     detail: str  # what it is, for the report's header
 
     async def stream(
-        self, messages: Messages, max_tokens: int, speculation: str = "off"
-    ) -> Timeline: ...
+        self, messages: Messages | str, max_tokens: int, speculation: str = "off"
+    ) -> Timeline:
+        """A chat (messages) or a completion (a prompt string), streamed and timed."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -100,11 +102,12 @@ def target_names(urls: Sequence[str], names: Sequence[str], in_process: bool) ->
 
 
 def chat_request_body(
-    model: str, messages: Messages, max_tokens: int, speculation: str = "off"
+    model: str, messages: Messages | str, max_tokens: int, speculation: str = "off"
 ) -> dict[str, Any]:
+    """The body of a chat request, or of a completion request for a prompt string."""
     return {
         "model": model,
-        "messages": messages,
+        **({"prompt": messages} if isinstance(messages, str) else {"messages": messages}),
         "max_tokens": max_tokens,
         "temperature": 0,
         "stream": True,
@@ -155,10 +158,11 @@ class HttpTarget:
             raise
 
     async def stream(
-        self, messages: Messages, max_tokens: int, speculation: str = "off"
+        self, messages: Messages | str, max_tokens: int, speculation: str = "off"
     ) -> Timeline:
         body = chat_request_body(self.model, messages, max_tokens, speculation)
-        url = f"{self.base}/v1/chat/completions"
+        path = "completions" if isinstance(messages, str) else "chat/completions"
+        url = f"{self.base}/v1/{path}"
         timeline = Timeline(time.perf_counter())
         try:
             async with self._client.stream("POST", url, json=body) as response:
@@ -191,7 +195,7 @@ class InProcessTarget:
         )
 
     async def stream(
-        self, messages: Messages, max_tokens: int, speculation: str = "off"
+        self, messages: Messages | str, max_tokens: int, speculation: str = "off"
     ) -> Timeline:
         from reame.service import Job  # NOTE: an HTTP-only bench never loads llama.cpp
 
@@ -199,13 +203,16 @@ class InProcessTarget:
         # the clock starts before templating and tokenizing: a server does both inside its
         # time to first token too
         timeline = Timeline(time.perf_counter())
-        prompt = service.chat_prompt(messages)
         params = service.sampling(
             temperature=0.0, max_tokens=max_tokens, ignore_eos=True, speculation=speculation
         )
-        timeline.num_prompt_tokens = len(prompt)
-        # as the HTTP layer does: the message ends are where the prefix cache snapshots
-        job = Job(prompt, params, marks=service.chat_marks(messages, prompt))
+        if isinstance(messages, str):
+            job = Job(service.text_prompt(messages), params)
+        else:
+            prompt = service.chat_prompt(messages)
+            # as the HTTP layer does: the message ends are where the prefix cache snapshots
+            job = Job(prompt, params, marks=service.chat_marks(messages, prompt))
+        timeline.num_prompt_tokens = len(job.prompt)
         async for event in service.astream_job(job):
             now = time.perf_counter()
             if isinstance(event, TokenEvent):

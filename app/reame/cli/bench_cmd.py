@@ -77,6 +77,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "archive of its own) and/or against --url servers",
     )
     c.add_argument(
+        "--completions",
+        action="store_true",
+        help="with --spec: text completions instead of chats (for a base model such as "
+        "gemma3-270m, which has no chat template)",
+    )
+    c.add_argument(
         "--after-restart",
         action="store_true",
         help="with --prefix --url: the servers were just restarted; time their first request",
@@ -229,7 +235,9 @@ def bench_spec(args: argparse.Namespace) -> int:
             names = target_names(args.url, args.name, in_process=in_process)
             for url, name in zip(args.url, names, strict=True):
                 targets.append(await HttpTarget.open(url, name, args.api_key))
-            return await run_spec(targets, args.runs, args.after_restart, restarts, _progress)
+            return await run_spec(
+                targets, args.runs, args.after_restart, restarts, _progress, args.completions
+            )
         finally:
             for t in targets:
                 await t.aclose()
