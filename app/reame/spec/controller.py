@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16)
 SMOOTHING = 0.1
-PROBE_EVERY = 32  # decisions at k = 0 between two probes
-PROBE_LENGTH = 4
+PROBE_EVERY = 128  # decisions at k = 0 between two probes (a probe costs: 1% at most)
+PROBE_LENGTH = 2
 
 
 @dataclass(slots=True)
