@@ -141,3 +141,31 @@ def test_context_lookup_drafts_what_followed_the_last_tokens_earlier() -> None:
     fresh = ContextLookup()
     assert fresh.propose([1, 2, 3, 4], 3) == []
     assert fresh.propose([1, 2, 3, 4], 0) == []
+
+
+def palimpsest_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REAME_")}
+    env["PYTHONPATH"] = str(Path(__file__).parents[1] / "app")
+    return subprocess.run(
+        [sys.executable, "-m", "reame.cli.main", "palimpsest", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_command_shows_what_is_kept_and_clears_it(tmp_path: Path) -> None:
+    pal = Palimpsest(tmp_path, FP, 1 << 20)
+    pal.add(STORY)
+    pal.add([1, 2, 3, 4, 5, 6])
+    (tmp_path / FP / "x.bad").write_bytes(b"junk")
+    out = palimpsest_cli("stats", "--dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert f"{FP}: 1 file(s), 2 answers, {len(STORY) + 6} tokens" in out.stdout
+    assert "damaged 0, set aside 1" in out.stdout
+    out = palimpsest_cli("clear", "--dir", str(tmp_path))
+    assert out.returncode == 0 and "removed 2 file(s)" in out.stdout
+    assert Palimpsest(tmp_path, FP, 1 << 20).num_tokens == 0
+    bad = palimpsest_cli("stats", "--dir", str(tmp_path / FP / "missing.pal"))
+    assert bad.returncode == 0 and "empty" in bad.stdout

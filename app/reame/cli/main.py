@@ -6,7 +6,15 @@ import argparse
 import sys
 
 from reame import __version__
-from reame.cli import bench_cmd, cache_cmd, config_cmd, models_cmd, run_cmd, serve_cmd
+from reame.cli import (
+    bench_cmd,
+    cache_cmd,
+    config_cmd,
+    models_cmd,
+    palimpsest_cmd,
+    run_cmd,
+    serve_cmd,
+)
 from reame.errors import ReameError
 
 
@@ -24,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cmd.register(sub)
     config_cmd.register(sub)
     cache_cmd.register(sub)
+    palimpsest_cmd.register(sub)
     return parser
 
 

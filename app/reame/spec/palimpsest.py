@@ -278,3 +278,48 @@ class Palimpsest:
             with contextlib.suppress(OSError):
                 total += seg.path.stat().st_size
         return total
+
+
+# -- maintenance (the `reame palimpsest` command) -----------------------------------------------
+
+
+@dataclass(slots=True)
+class ArchiveStats:
+    fingerprint: str
+    files: int = 0
+    records: int = 0
+    tokens: int = 0
+    num_bytes: int = 0
+    set_aside: int = 0  # *.bad files
+    damaged: int = 0  # files that would be set aside when read
+
+
+def archive_stats(root: Path) -> list[ArchiveStats]:
+    """What the archive directory holds, per tokenizer fingerprint (reads every record)."""
+    out = []
+    for directory in sorted(p for p in root.glob("*") if p.is_dir()):
+        stats = ArchiveStats(directory.name)
+        stats.set_aside = len(list(directory.glob("*.bad")))
+        for path in sorted(directory.glob("*.pal")):
+            data = path.read_bytes()
+            stats.files += 1
+            stats.num_bytes += len(data)
+            try:
+                records, _ = read_records(data, 0)
+            except CorruptSegment:
+                stats.damaged += 1
+                continue
+            stats.records += len(records)
+            stats.tokens += sum(r.size for r in records)
+        out.append(stats)
+    return out
+
+
+def clear_archive(root: Path) -> int:
+    """Remove every archive file (set-aside ones too); how many."""
+    removed = 0
+    for path in [*root.glob("*/*.pal"), *root.glob("*/*.bad")]:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed += 1
+    return removed
