@@ -72,3 +72,31 @@ def test_sampled_requests_are_not_drafted(smollm2_path: Path) -> None:
         service.generate(prompt, service.sampling(temperature=0.8, seed=1, max_tokens=24))
         service.generate(prompt, service.sampling(temperature=0.8, seed=1, max_tokens=24))
         assert drafted(runtime, "palimpsest") == (0, 0)  # greedy only, so far
+
+
+def enabled(drafter: str) -> float:
+    from reame.metrics import REGISTRY
+
+    value = REGISTRY.get_sample_value("reame_speculation_enabled", {"drafter": drafter})
+    assert value is not None
+    return value
+
+
+def test_the_enabled_gauge_follows_the_workload_there_and_back(smollm2_path: Path) -> None:
+    with Runtime(small_settings(smollm2_path, spec="auto")) as runtime:
+        repeated = QUESTIONS[1]
+        answer(runtime, repeated, "auto")  # teaches the archive
+        for _ in range(3):
+            answer(runtime, repeated, "auto")
+        assert enabled("palimpsest") == 1.0
+        fresh = [f"Tell me about the letters {w} and {w.lower()}." for w in "ABCDEFGHIJ"]
+        for q in fresh:
+            answer(runtime, q, "auto")
+            if enabled("palimpsest") == 0.0:
+                break
+        assert enabled("palimpsest") == 0.0  # drafts from other answers stopped paying
+        for _ in range(30):  # probes find the repeated answers pay again
+            answer(runtime, repeated, "auto")
+            if enabled("palimpsest") == 1.0:
+                break
+        assert enabled("palimpsest") == 1.0
