@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from reame.cache.disk_tier import DiskTier
 from reame.cache.keys import group_chain, group_of, prefix_key
 from reame.cache.snapshot_format import encode
 from reame.engine.request import SavedState
+from reame_command import reame_command
 
 FINGERPRINT = "f" * 24
 
@@ -25,15 +25,7 @@ def store(root: Path, tokens: list[int], size: int, fingerprint: str = FINGERPRI
 
 
 def cache(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REAME_")}
-    env["PYTHONPATH"] = str(Path(__file__).parents[1] / "app")
-    return subprocess.run(
-        [sys.executable, "-m", "reame.cli.main", "cache", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return reame_command("cache", *args)
 
 
 def test_ls_stats_verify_prune_and_clear(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from disk_faults import mount, tmpfs
 from reame.spec.context_lookup import ContextLookup
 from reame.spec.palimpsest import Palimpsest, encode_record
+from reame_command import reame_command
 
 FP = "fp-test"
 STORY = list(range(100, 140))
@@ -144,15 +145,7 @@ def test_context_lookup_drafts_what_followed_the_last_tokens_earlier() -> None:
 
 
 def palimpsest_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REAME_")}
-    env["PYTHONPATH"] = str(Path(__file__).parents[1] / "app")
-    return subprocess.run(
-        [sys.executable, "-m", "reame.cli.main", "palimpsest", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return reame_command("palimpsest", *args)
 
 
 def test_the_command_shows_what_is_kept_and_clears_it(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ engine calls each request's sink on its own thread, and the sink hands events ac
 from __future__ import annotations
 
 import asyncio
-import functools
 import queue
 import time
 import weakref
@@ -104,10 +103,6 @@ def _reach(prefix: SavedState | None, prompt: list[int]) -> int:
     return prefix.common_length(prompt) if prefix is not None else 0
 
 
-def _freeze(message: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((k, v) for k, v in message.items() if isinstance(v, str | None)))
-
-
 def build_sampling(defaults: Mapping[str, Any], **options: Any) -> SamplingParams:
     """Request options over configured defaults; a bad value is an InvalidRequestError."""
     values = {**defaults, **{k: v for k, v in options.items() if v is not None}}
@@ -154,13 +149,10 @@ class Service:
         marks = []
         for count in sorted({1, len(messages) - 1}):
             upto = (*messages[:count], {"role": messages[count].get("role", "user"), "content": ""})
-            head = self._render_cached(tuple(_freeze(m) for m in upto))
+            # NOTE: the heads' long pieces (a system prompt) come from the tokenizer's memory
+            head = self._render(upto, add_generation_prompt=False)
             marks.append(common_length(head, prompt))
         return tuple(m for m in marks if m > 0)
-
-    @functools.lru_cache(maxsize=64)  # noqa: B019 (one Service a process; a system prompt repeats)
-    def _render_cached(self, messages: tuple[tuple[tuple[str, Any], ...], ...]) -> tuple[int, ...]:
-        return tuple(self._render([dict(m) for m in messages], add_generation_prompt=False))
 
     def _render(
         self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool

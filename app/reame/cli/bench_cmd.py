@@ -7,8 +7,10 @@ import argparse
 import asyncio
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 from reame.bench.report import as_json, as_table
 from reame.bench.runner import bench_engine
@@ -157,54 +159,33 @@ def bench_servers(args: argparse.Namespace) -> int:
 
 
 def bench_prefix(args: argparse.Namespace) -> int:
-    from reame.bench.http_report import as_table as figures_table
     from reame.bench.prefix_runner import bench_prefix as run_prefix
-    from reame.bench.targets import HttpTarget, InProcessTarget, target_names
 
-    if args.runs < 1:
-        raise ConfigError("--runs must be at least 1")
-    in_process = args.in_process or not args.url
-    if args.after_restart and in_process:
-        raise ConfigError(
-            "--after-restart times servers that were just restarted: give --url, and no "
-            "--in-process (in process, --prefix restarts Reame itself)"
-        )
-    settings = _settings(args)
-    if in_process:  # NOTE: its own empty cache directory, so that cold is cold
-        cache_dir = Path(tempfile.mkdtemp(prefix="reame-bench-prefix-"))
-        settings = settings.model_copy(update={"prefix_cache_dir": cache_dir})
-
-    async def run() -> dict:
-        targets: list = []
-        restarts = {}
-        if in_process:
-            target = InProcessTarget(Runtime(settings), owns_runtime=True)
-
-            async def restart() -> None:
-                target.replace_runtime(Runtime(settings))
-
-            targets.append(target)
-            restarts[target.name] = restart
-        try:
-            names = target_names(args.url, args.name, in_process=in_process)
-            for url, name in zip(args.url, names, strict=True):
-                targets.append(await HttpTarget.open(url, name, args.api_key))
-            return await run_prefix(targets, args.runs, args.after_restart, restarts, _progress)
-        finally:
-            for t in targets:
-                await t.aclose()
-
-    tables = asyncio.run(run())
-    for title, figures in tables.items():
-        print(f"== {title}")
-        print(figures_table({"runs": args.runs}, figures))
-        print()
+    # NOTE: in process, a cache directory of its own, so that cold is cold
+    tables = _bench_restartable(args, "--prefix", "prefix_cache_dir", run_prefix)
+    _print_tables(tables, args.runs)
     return 0
 
 
 def bench_spec(args: argparse.Namespace) -> int:
-    from reame.bench.http_report import as_table as figures_table
     from reame.bench.spec_runner import bench_spec as run_spec
+
+    async def run(*common: Any) -> tuple[dict, dict]:
+        return await run_spec(*common, args.completions)
+
+    # NOTE: in process, an archive of its own, so that the teaching round teaches it
+    tables, checks = _bench_restartable(args, "--spec", "palimpsest_dir", run)
+    _print_tables(tables, args.runs)
+    for name, ok in checks.items():
+        print(f"{'yes' if ok else 'NO '}  {name}")
+    return 0
+
+
+def _bench_restartable(
+    args: argparse.Namespace, flag: str, fresh_dir: str, runner: Callable[..., Awaitable[Any]]
+) -> Any:
+    """Reame in process (on a new, empty `fresh_dir`, restarted by the bench) and/or --url
+    servers; `runner(targets, runs, after_restart, restarts, log)` does the rest."""
     from reame.bench.targets import HttpTarget, InProcessTarget, target_names
 
     if args.runs < 1:
@@ -213,14 +194,14 @@ def bench_spec(args: argparse.Namespace) -> int:
     if args.after_restart and in_process:
         raise ConfigError(
             "--after-restart times servers that were just restarted: give --url, and no "
-            "--in-process (in process, --spec restarts Reame itself)"
+            f"--in-process (in process, {flag} restarts Reame itself)"
         )
     settings = _settings(args)
-    if in_process:  # NOTE: an archive of its own, so that the teaching round teaches it
-        archive = Path(tempfile.mkdtemp(prefix="reame-bench-palimpsest-"))
-        settings = settings.model_copy(update={"palimpsest_dir": archive})
+    if in_process:
+        directory = Path(tempfile.mkdtemp(prefix=f"reame-bench-{flag.strip('-')}-"))
+        settings = settings.model_copy(update={fresh_dir: directory})
 
-    async def run() -> tuple[dict, dict]:
+    async def run() -> Any:
         targets: list = []
         restarts = {}
         if in_process:
@@ -235,21 +216,21 @@ def bench_spec(args: argparse.Namespace) -> int:
             names = target_names(args.url, args.name, in_process=in_process)
             for url, name in zip(args.url, names, strict=True):
                 targets.append(await HttpTarget.open(url, name, args.api_key))
-            return await run_spec(
-                targets, args.runs, args.after_restart, restarts, _progress, args.completions
-            )
+            return await runner(targets, args.runs, args.after_restart, restarts, _progress)
         finally:
             for t in targets:
                 await t.aclose()
 
-    tables, checks = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def _print_tables(tables: dict, runs: int) -> None:
+    from reame.bench.http_report import as_table
+
     for title, figures in tables.items():
         print(f"== {title}")
-        print(figures_table({"runs": args.runs}, figures))
+        print(as_table({"runs": runs}, figures))
         print()
-    for name, ok in checks.items():
-        print(f"{'yes' if ok else 'NO '}  {name}")
-    return 0
 
 
 def _settings(args: argparse.Namespace) -> Settings:

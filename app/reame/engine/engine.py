@@ -22,6 +22,7 @@ import structlog
 
 from reame import metrics
 from reame.detokenize import TextStream
+from reame.engine.drafting import add_drafts
 from reame.engine.request import (
     FinishEvent,
     GenerationRequest,
@@ -279,7 +280,8 @@ class Engine:
 
     def _step(self) -> None:
         running = self._running
-        self._draft()
+        if self._spec is not None:
+            add_drafts(self._spec, running, self.context_length)
         plan = plan_step(
             [Work(len(s.tokens), s.num_computed, s.next_snapshot, len(s.drafts)) for s in running],
             self._budget,
@@ -330,33 +332,6 @@ class Engine:
                 self._verify(seq, first, count)
             else:
                 self._advance(seq, first)
-
-    def _draft(self) -> None:
-        """Drafts for the decoding sequences that can verify them, as the controller says."""
-        if self._spec is None:
-            return
-        controller = self._spec.controller
-        decoding = [s for s in self._running if len(s.tokens) - s.num_computed == 1]
-        for seq in decoding:
-            seq.drafts = []
-            if not seq.drafters:
-                continue
-            params = seq.request.params
-            room = min(
-                self.context_length - len(seq.tokens) - 1,
-                params.max_tokens - seq.num_generated - 1,
-            )
-            for name in controller.order(list(seq.drafters)):
-                wanted = controller.draft_length(name, len(decoding) - 1, params.speculation)
-                k = min(wanted, room)
-                metrics.SPEC_ENABLED.labels(name).set(int(controller.is_enabled(name)))
-                if k <= 0:
-                    continue
-                proposal = seq.drafters[name].propose(seq.tokens, k)[:k]
-                if proposal:
-                    seq.drafts, seq.draft_source = proposal, name
-                    seq.tokens.extend(proposal)
-                    break
 
     def _verify(self, seq: Sequence, first: int, count: int) -> None:
         """Keep the drafts the model agrees with and its own next token; roll the rest back."""

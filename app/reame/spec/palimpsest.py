@@ -37,6 +37,7 @@ _MAGIC = b"PALR"
 # template's "assistant" header) tells apart answers that a short one mixes up
 SIZES = (8, 3)
 MIN_RECORD = min(SIZES) + 2  # shorter generations teach nothing
+REFRESH_SECONDS = 10.0  # how often an adding process reads what the others added
 
 
 @dataclass(slots=True)
@@ -88,7 +89,12 @@ class Palimpsest:
         self._lock = threading.Lock()
         self._segments: dict[str, _Segment] = {}
         self._own: _Segment | None = None
-        self._tokens = np.full(1, SEPARATOR, dtype=np.int32)
+        # all records, a separator before each: _buffer[:_size] (room to grow, so adding a record
+        # does not copy the archive)
+        self._buffer = np.full(1, SEPARATOR, dtype=np.int32)
+        self._size = 1
+        self._num_records = 0
+        self._last_refresh = 0.0
         self._indexes = {n: NgramIndex(n) for n in SIZES}
         # per size: n-gram hash -> position, for what was added since the last build
         self._recent: dict[int, dict[int, int]] = {n: {} for n in SIZES}
@@ -129,6 +135,10 @@ class Palimpsest:
     def observe(self, proposed: int, accepted: int) -> None:
         pass
 
+    @property
+    def _tokens(self) -> np.ndarray:
+        return self._buffer[: self._size]
+
     def _mark_used(self, position: int) -> None:
         i = int(np.searchsorted(self._starts, position, side="right")) - 1
         if i >= 0:
@@ -145,10 +155,20 @@ class Palimpsest:
             self._append(record)
             self._write(record)
             self._evict()
+        if time.monotonic() - self._last_refresh >= REFRESH_SECONDS:
+            self.refresh()  # what the machine's other processes added meanwhile
 
     def _append(self, record: np.ndarray) -> None:
-        base = self._tokens.size
-        self._tokens = np.concatenate([self._tokens, record, [SEPARATOR]]).astype(np.int32)
+        base = self._size
+        end = base + record.size + 1
+        if end > self._buffer.size:
+            grown = np.empty(max(end, 2 * self._buffer.size), dtype=np.int32)
+            grown[:base] = self._buffer[:base]
+            self._buffer = grown
+        self._buffer[base : end - 1] = record
+        self._buffer[end - 1] = SEPARATOR
+        self._size = end
+        self._num_records += 1
         # the n-grams ending before the record's last token, each pointing at its follower
         for n, recent in self._recent.items():
             hashes = ngram_hashes(record[:-1], n)
@@ -165,7 +185,7 @@ class Palimpsest:
                 self._own = _Segment(self.directory / name, last_used=time.time())
                 self._segments[name] = self._own
                 # NOTE: its records start with the one being written (already in _tokens)
-                self._starts = np.append(self._starts, self._tokens.size - record.size - 1)
+                self._starts = np.append(self._starts, self._size - record.size - 1)
                 self._owners.append(self._own)
             data = encode_record(record.tolist())
             with open(self._own.path, "ab") as f:
@@ -184,6 +204,7 @@ class Palimpsest:
         if self.directory is None:
             return
         with self._lock:
+            self._last_refresh = time.monotonic()
             changed = False
             try:
                 names = {p.name for p in self.directory.glob("*.pal")}
@@ -207,12 +228,15 @@ class Palimpsest:
 
     def _read(self, seg: _Segment) -> bool:
         try:
-            data = seg.path.read_bytes()
-            seg.last_used = max(seg.last_used, seg.path.stat().st_mtime)
+            with open(seg.path, "rb") as f:  # NOTE: only what was added since the last read
+                f.seek(seg.offset)
+                data = f.read()
+                seg.last_used = max(seg.last_used, os.fstat(f.fileno()).st_mtime)
         except OSError:
             return False
         try:
-            records, seg.offset = read_records(data, seg.offset)
+            records, consumed = read_records(data, 0)
+            seg.offset += consumed
         except CorruptSegment as exc:
             self.num_set_aside += 1
             log.warning("palimpsest file set aside", path=str(seg.path), reason=str(exc))
@@ -233,7 +257,9 @@ class Palimpsest:
                 parts += [record, np.full(1, SEPARATOR, dtype=np.int32)]
                 size += record.size + 1
         self._starts, self._owners = np.asarray(starts, dtype=np.int64), owners
-        self._tokens = np.concatenate(parts).astype(np.int32)
+        self._buffer = np.concatenate(parts).astype(np.int32)
+        self._size = self._buffer.size
+        self._num_records = sum(len(seg.tokens) for seg in self._segments.values())
         self._build_indexes()
 
     def _build_indexes(self) -> None:
@@ -244,10 +270,7 @@ class Palimpsest:
     def _evict(self) -> None:
         if self.directory is None:
             return
-        sizes = {}
-        for name, seg in self._segments.items():
-            with contextlib.suppress(OSError):
-                sizes[name] = seg.path.stat().st_size
+        sizes = {name: seg.offset for name, seg in self._segments.items()}  # whole records
         total = sum(sizes.values())
         if total <= self.max_bytes:
             return
@@ -269,15 +292,11 @@ class Palimpsest:
 
     @property
     def num_tokens(self) -> int:
-        return int(np.count_nonzero(self._tokens != SEPARATOR))
+        return self._size - 1 - self._num_records  # a separator after each record
 
     @property
     def num_bytes(self) -> int:
-        total = 0
-        for seg in self._segments.values():
-            with contextlib.suppress(OSError):
-                total += seg.path.stat().st_size
-        return total
+        return sum(seg.offset for seg in self._segments.values())
 
 
 # -- maintenance (the `reame palimpsest` command) -----------------------------------------------

@@ -4,13 +4,17 @@ of drafters for each sequence."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import structlog
 
 from reame import metrics
 from reame.spec.context_lookup import ContextLookup
 from reame.spec.controller import SpecController
 from reame.spec.drafter import Drafter
 from reame.spec.palimpsest import Palimpsest
+
+log = structlog.get_logger("reame.speculation")
 
 PROMPT_CONTEXT = 16
 
@@ -19,6 +23,16 @@ PROMPT_CONTEXT = 16
 class Speculation:
     controller: SpecController
     palimpsest: Palimpsest | None = None
+    _shown: dict[str, bool] = field(default_factory=dict)  # what the gauge and the log said
+
+    def publish(self) -> None:
+        """The enabled gauge of each drafter, and a log line when one turns on or off."""
+        for name in self.controller.drafters:
+            is_enabled = self.controller.is_enabled(name)
+            if self._shown.get(name) != is_enabled:
+                self._shown[name] = is_enabled
+                metrics.SPEC_ENABLED.labels(name).set(int(is_enabled))
+                log.info("speculation", drafter=name, enabled=is_enabled)
 
     def drafters(self) -> dict[str, Drafter]:
         out: dict[str, Drafter] = {"context": ContextLookup()}
