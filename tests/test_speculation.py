@@ -9,6 +9,7 @@ import pytest
 
 from conftest import small_settings
 from reame.runtime import Runtime
+from reame.spec.controller import SpecController
 from state_dirs import new_state_dir
 
 pytestmark = pytest.mark.model
@@ -82,16 +83,27 @@ def enabled(drafter: str) -> float:
     return value
 
 
-def test_the_enabled_gauge_follows_the_workload_there_and_back(smollm2_path: Path) -> None:
+def test_the_enabled_gauge_follows_the_workload_there_and_back(
+    smollm2_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # NOTE: step costs held at a 2-core machine's (a 9-token batch: 6.5 steps), so that the
+    # switch follows the drafts' acceptance, not the timing noise of a busy CI machine; the
+    # cost measurement has its own tests
+    monkeypatch.setattr(SpecController, "record_step", lambda self, n, seconds: None)
     with Runtime(small_settings(smollm2_path, spec="auto")) as runtime:
-        repeated = QUESTIONS[1]
+        assert runtime.engine._spec is not None
+        runtime.engine._spec.controller.step_seconds.update(
+            {n: 0.008 * n**0.85 for n in range(1, 32)}
+        )
+        repeated = QUESTIONS[1]  # a JSON object with the keys name, age and city
         answer(runtime, repeated, "auto")  # teaches the archive
         for _ in range(3):
             answer(runtime, repeated, "auto")
         assert enabled("palimpsest") == 1.0
-        fresh = [f"Tell me about the letters {w} and {w.lower()}." for w in "ABCDEFGHIJ"]
-        for q in fresh:
-            answer(runtime, q, "auto")
+        # alike enough that the archive drafts them, unlike enough that it is wrong
+        keys = ["title, year and author", "color, size and price", "river, lake and sea"]
+        for k in keys * 2:
+            answer(runtime, f"Write a JSON object with the keys {k}.", "auto")
             if enabled("palimpsest") == 0.0:
                 break
         assert enabled("palimpsest") == 0.0  # drafts from other answers stopped paying
