@@ -30,6 +30,15 @@ def gemma_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return resolve_model("gemma3-270m", models_dir, allow_download=False)
 
 
+@pytest.fixture(scope="session")
+def smollm2_draft_path(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2 with 20 of its 30 blocks: a draft model with the same vocabulary."""
+    from reame.bench.draft_model import build_layer_draft
+
+    target = tmp_path_factory.mktemp("drafts") / "smollm2-20-blocks.gguf"
+    return build_layer_draft(smollm2_path, target, 20)
+
+
 def small_settings(model_path: Path, **extra: object) -> Settings:
     values = {
         "model_path": model_path,

@@ -146,6 +146,14 @@ def test_a_prompt_longer_than_the_context_is_refused() -> None:
     assert_one_line_error(out, "tokens but a sequence's context holds 512")
 
 
+@pytest.mark.model
+def test_a_draft_model_of_another_vocabulary_is_refused(gemma_path: Path) -> None:
+    out = reame(
+        "run", "--prompt", "hi", "--draft-model", str(gemma_path), "--log-level", "error", *SMALL
+    )
+    assert_one_line_error(out, "another vocabulary", "must share the model's tokenizer")
+
+
 def test_an_invalid_config_file_fails_the_check(tmp_path: Path) -> None:
     (tmp_path / "reame.conf").write_text("threads = -4\n")
     assert_one_line_error(reame("config", "check", cwd=tmp_path), "key 'threads'", "reame.conf")

@@ -56,7 +56,9 @@ def test_min_p_drops_tokens_far_below_the_best() -> None:
 def test_sampling_follows_the_distribution() -> None:
     logits = np.log(np.array([0.7, 0.2, 0.1], dtype=np.float32))
     s = Sampler(SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=3), 3)
-    draws = np.bincount([s.sample(logits, []).token for _ in range(6000)], minlength=3) / 6000
+    # each position has its own draw
+    draws = [s.sample(logits, [0] * n).token for n in range(6000)]
+    draws = np.bincount(draws, minlength=3) / 6000
     assert draws == pytest.approx([0.7, 0.2, 0.1], abs=0.03)
 
 
@@ -117,3 +119,50 @@ def test_out_of_range_values_are_refused(bad: dict) -> None:
 def test_logit_bias_outside_the_vocabulary_is_refused() -> None:
     with pytest.raises(ValueError, match="out of range"):
         Sampler(SamplingParams(logit_bias={10: 1.0}), vocab_size=10)
+
+
+# -- verifying drafts: the same choices as sampling one token at a time ----------------------
+
+ROWS = np.array(
+    [[1.0, 0.2, 2.0, -1.0, 0.5], [0.3, 1.5, -0.5, 0.9, 1.1], [2.2, 0.0, 0.4, 0.4, -2.0]],
+    dtype=np.float32,
+)
+HISTORY = [1, 1, 4]
+
+
+def test_greedy_verify_with_penalties_agrees_with_sampling_step_by_step() -> None:
+    params = SamplingParams(temperature=0.0, repetition_penalty=1.5, logprobs=True)
+    sampler = Sampler(params, 5)
+    drafts = [2, 1]
+    kept = sampler.verify(drafts, lambda i: ROWS[i], list(HISTORY))
+    expected, history = [], list(HISTORY)
+    for i in range(len(drafts) + 1):
+        step = sampler.sample(ROWS[i], history)
+        expected.append(step)
+        if i == len(drafts) or step.token != drafts[i]:
+            break
+        history.append(step.token)
+    assert kept == expected
+    assert kept[0].token == 2 and kept[0].logprob is not None
+
+
+def test_sampled_verify_keeps_the_distribution_of_sampling() -> None:
+    from scipy.stats import chisquare
+
+    params = SamplingParams(
+        temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repetition_penalty=1.3, seed=7
+    )
+    sampler = Sampler(params, 5)
+    first = np.zeros(5)
+    second = np.zeros(5)  # the token after the first draft, when it was kept
+    for seed in range(20000):
+        sampler = Sampler(params.model_copy(update={"seed": seed}), 5)
+        kept = sampler.verify([2, 3], lambda i: ROWS[i], list(HISTORY))
+        first[kept[0].token] += 1
+        if kept[0].token == 2:
+            second[kept[1].token] += 1
+    processed = [sampler._processed(ROWS[0], HISTORY), sampler._processed(ROWS[1], HISTORY + [2])]
+    for counts, logits in zip((first, second), processed, strict=True):
+        probs = np.exp(logits - logits.max())
+        probs /= probs.sum()
+        assert chisquare(counts, counts.sum() * probs).pvalue > 1e-4

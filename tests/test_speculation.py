@@ -1,5 +1,6 @@
-"""Speculation in the engine, on the real SmolLM2: greedy output is the same token for token with
-drafts as without; a repeated request is drafted from the Palimpsest, also after a restart."""
+"""Speculation in the engine, on the real SmolLM2: greedy and seeded sampled output is the same
+token for token with drafts as without; a repeated request is drafted from the Palimpsest, also
+after a restart; a draft model drafts, and one of another vocabulary is refused."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import small_settings
+from reame.errors import ConfigError
 from reame.runtime import Runtime
 from reame.spec.controller import SpecController
 from state_dirs import new_state_dir
@@ -66,13 +68,46 @@ def test_the_palimpsest_drafts_a_repeated_answer_after_a_restart(smollm2_path: P
         assert accepted >= len(expected) // 2, (proposed, accepted)
 
 
-def test_sampled_requests_are_not_drafted(smollm2_path: Path) -> None:
-    with Runtime(small_settings(smollm2_path)) as runtime:
+def test_a_seeded_sampled_request_is_drafted_and_gives_the_same_tokens(
+    smollm2_path: Path,
+) -> None:
+    with Runtime(small_settings(smollm2_path, spec="on")) as runtime:
         service = runtime.service
         prompt = service.chat_prompt([{"role": "user", "content": QUESTIONS[0]}])
-        service.generate(prompt, service.sampling(temperature=0.8, seed=1, max_tokens=24))
-        service.generate(prompt, service.sampling(temperature=0.8, seed=1, max_tokens=24))
-        assert drafted(runtime, "palimpsest") == (0, 0)  # greedy only, so far
+        greedy = service.sampling(temperature=0.0, max_tokens=64, speculation="off")
+        service.generate(prompt, greedy)  # the archive learns the most likely answer
+        for seed in (1, 2):
+            off, on = (
+                service.generate(
+                    prompt,
+                    service.sampling(temperature=0.3, seed=seed, max_tokens=64, speculation=mode),
+                )[0]
+                for mode in ("off", "on")
+            )
+            assert on == off, seed
+        proposed, accepted = drafted(runtime, "palimpsest")
+        assert proposed > 0 and accepted > 0, (proposed, accepted)
+
+
+def test_a_draft_model_drafts_and_the_greedy_output_is_unchanged(
+    smollm2_path: Path, smollm2_draft_path: Path
+) -> None:
+    settings = small_settings(smollm2_path, draft_model=str(smollm2_draft_path), palimpsest=False)
+    with Runtime(settings) as runtime:
+        for q in QUESTIONS[:2]:
+            assert answer(runtime, q, "on") == answer(runtime, q, "off"), q
+        proposed, accepted = drafted(runtime, "draft-model")
+        assert proposed > 0 and accepted > 0, (proposed, accepted)
+        assert runtime.engine._spec is not None
+        stats = runtime.engine._spec.controller.drafters["draft-model"]
+        assert stats.seconds_per_draft > 0  # its steps are paid for in the controller's sums
+
+
+def test_a_draft_model_of_another_vocabulary_is_refused_at_start(
+    smollm2_path: Path, gemma_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match="another vocabulary.*must share the model's tokenizer"):
+        Runtime(small_settings(smollm2_path, draft_model=str(gemma_path)))
 
 
 def enabled(drafter: str) -> float:

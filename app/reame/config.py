@@ -80,6 +80,9 @@ class Settings(BaseSettings):
         "auto", description="speculative decoding: auto measures whether it pays here"
     )
     spec_max_draft: int = Field(8, ge=1, le=16, description="longest draft run verified")
+    draft_model: str | None = Field(
+        None, description="a small model with the same vocabulary to draft from (alias or path)"
+    )
     palimpsest: bool = Field(True, description="keep finished generations to draft from")
     palimpsest_dir: Path | None = Field(
         None, description="where they persist (default: state_dir/palimpsest)"

@@ -18,6 +18,7 @@ from reame.models.gguf_facts import ModelFacts
 from reame.models.resolve import resolve_model
 from reame.service import Service
 from reame.spec.controller import SpecController
+from reame.spec.model_drafter import DraftModel
 from reame.spec.palimpsest import Palimpsest
 from reame.spec.speculation import Speculation
 
@@ -27,8 +28,12 @@ log = structlog.get_logger("reame.runtime")
 def model_file(settings: Settings) -> Path:
     if settings.model_path is not None:
         return resolve_model(str(settings.model_path), settings.models_dir, allow_download=False)
+    return _resolve(settings, settings.model)
+
+
+def _resolve(settings: Settings, name: str) -> Path:
     return resolve_model(
-        settings.model,
+        name,
         settings.models_dir,
         hub_endpoint=settings.hub_endpoint,
         allow_download=settings.allow_download,
@@ -80,7 +85,19 @@ def prefix_cache(settings: Settings, model_path: Path, kv_layout: str) -> Prefix
     return PrefixCache(config, cache_fingerprint(model_path, kv_layout))
 
 
-def speculation(settings: Settings, model: Model) -> Speculation:
+def speculation(settings: Settings, model: Model, tuned: Tuned) -> Speculation:
+    """The controller and the drafters' shared parts; a draft model of another vocabulary is
+    refused here, at start."""
+    draft = None
+    if settings.draft_model is not None:
+        draft_model = Model(_resolve(settings, settings.draft_model))
+        try:
+            draft = DraftModel(
+                draft_model, model, tuned.context_length, tuned.parallel, tuned.threads
+            )
+        except Exception:
+            draft_model.close()
+            raise
     archive = (
         Palimpsest(
             settings.palimpsest_path, model.tokenizer_fingerprint(), settings.palimpsest_mb << 20
@@ -88,7 +105,7 @@ def speculation(settings: Settings, model: Model) -> Speculation:
         if settings.palimpsest
         else None
     )
-    return Speculation(SpecController(settings.spec, settings.spec_max_draft), archive)
+    return Speculation(SpecController(settings.spec, settings.spec_max_draft), archive, draft)
 
 
 class Runtime:
@@ -111,6 +128,12 @@ class Runtime:
         except Exception:
             self.model.close()
             raise
+        try:
+            self.speculation = speculation(settings, self.model, self.tuned)
+        except Exception:
+            self.context.close()
+            self.model.close()
+            raise
         self.cache = prefix_cache(settings, self.model_path, self.context.kv_layout)
         self.engine = Engine(
             self.model,
@@ -118,7 +141,7 @@ class Runtime:
             self.tuned.context_length,
             settings.max_waiting,
             on_snapshot=self.cache.offer if self.cache else None,
-            speculation=speculation(settings, self.model),
+            speculation=self.speculation,
         )
         if self.cache is not None:
             engine = self.engine
@@ -157,6 +180,8 @@ class Runtime:
         self.engine.close()
         if self.cache is not None:
             self.cache.close()  # NOTE: after the engine: its last snapshots still get written
+        if self.speculation.draft_model is not None:
+            self.speculation.draft_model.close()
         self.context.close()
         self.model.close()
 

@@ -2,16 +2,27 @@
 
 Order of operations (as llama.cpp's default chain): logit bias, penalties, then either greedy
 argmax (temperature 0) or top-k, temperature, top-p, min-p and a seeded draw.
+
+The draw for the token at position n uses a random number of its own, made from the request's
+seed and n alone. So the tokens are the same whether they come one step at a time or out of a
+verify batch of drafts: verifying is comparing each draft with the token the sampler picks at
+its position, for greedy and sampled requests alike. A draft d is then kept with probability
+p(d), and where it is refused the pick is distributed as p without d, renormalised: speculative
+sampling (Leviathan et al. 2023; Chen et al. 2023) for a deterministic drafter, whose proposal
+is one-hot, with the output distributed exactly as the model's sampling.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import secrets
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from reame.spec.verify import verify_drafts
 
 MAX_STOP_STRINGS = 16
 
@@ -134,7 +145,7 @@ class Sampler:
                 f"logit_bias token id {too_big[0]} is out of range (vocab size {vocab_size})"
             )
         self.params = params
-        self._rng = np.random.default_rng(params.seed)
+        self._seed = params.seed if params.seed is not None else int(secrets.randbits(63))
         self._bias_ids = np.fromiter(params.logit_bias.keys(), dtype=np.int64)
         self._bias_values = np.fromiter(params.logit_bias.values(), dtype=np.float32)
         self._is_plain_greedy = (
@@ -147,16 +158,47 @@ class Sampler:
         return self._is_plain_greedy and not self.params.logprobs
 
     def sample(self, logits: np.ndarray, history: Sequence[int]) -> Sampled:
-        """`logits` is read, never written; `history` is the sequence's tokens so far."""
+        """The token after `history` (the sequence's tokens so far); `logits` is only read."""
         p = self.params
         if self._is_plain_greedy and not p.logprobs:
             return Sampled(int(np.argmax(logits)))
         processed = self._processed(logits, history)
+        return self._described(self._pick(processed, len(history)), processed)
+
+    def verify(
+        self, drafts: Sequence[int], logits_at: Callable[[int], np.ndarray], history: list[int]
+    ) -> list[Sampled]:
+        """The drafts to keep and the model's own token after them, given the logits at each
+        of the len(drafts) + 1 positions of a verify batch (position i follows `history` and
+        drafts[:i]): exactly the tokens `sample` would give one step at a time."""
+        p = self.params
+
+        def seen(i: int) -> Sequence[int]:
+            return history + list(drafts[:i]) if p.has_penalties else history
+
+        def pick(i: int) -> int:
+            if self._is_plain_greedy:
+                return int(np.argmax(logits_at(i)))
+            return self._pick(self._processed(logits_at(i), seen(i)), len(history) + i)
+
+        tokens = verify_drafts(drafts, pick)
+        if not p.logprobs:
+            return [Sampled(t) for t in tokens]
+        return [
+            self._described(t, self._processed(logits_at(i), seen(i))) for i, t in enumerate(tokens)
+        ]
+
+    def _pick(self, processed: np.ndarray, position: int) -> int:
+        p = self.params
         if p.is_greedy:
-            token = int(np.argmax(processed))
-        else:
-            ids, probs = keep_top_candidates(processed, p.top_k, p.top_p, p.min_p, p.temperature)
-            token = int(ids[self._rng.choice(ids.size, p=probs)])
+            return int(np.argmax(processed))
+        ids, probs = keep_top_candidates(processed, p.top_k, p.top_p, p.min_p, p.temperature)
+        u = np.random.default_rng((self._seed, position)).random()
+        return int(ids[min(int(np.searchsorted(np.cumsum(probs), u, side="right")), ids.size - 1)])
+
+    def _described(self, token: int, processed: np.ndarray) -> Sampled:
+        """The token with its logprobs, when they are asked for."""
+        p = self.params
         if not p.logprobs:
             return Sampled(token)
         logp = log_softmax(processed.astype(np.float64))

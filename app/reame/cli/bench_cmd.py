@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "bench",
         help="measure Reame against a plain llama-cpp-python loop, or servers side by side (--url)",
     )
-    add_settings_flags(p)
+    add_settings_flags(p, with_spec_mode=False)
     p.add_argument(
         "--synthetic",
         metavar="SHAPE",

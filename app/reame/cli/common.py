@@ -17,7 +17,10 @@ _TUNING_FLAGS = {
 }
 
 
-def add_settings_flags(parser: argparse.ArgumentParser, with_model: bool = True) -> None:
+def add_settings_flags(
+    parser: argparse.ArgumentParser, with_model: bool = True, with_spec_mode: bool = True
+) -> None:
+    """`with_spec_mode` False where --spec means something else (the bench's workloads)."""
     if with_model:
         parser.add_argument(
             "model", nargs="?", help="catalog alias (see `reame models`) or path to a .gguf file"
@@ -30,6 +33,14 @@ def add_settings_flags(parser: argparse.ArgumentParser, with_model: bool = True)
     g.add_argument("--batch-size", type=int, help="tokens computed per step (default: auto)")
     g.add_argument("--parallel", type=int, help="sequences decoded together (default: auto)")
     g.add_argument("--hub-endpoint", help="Hugging Face endpoint or mirror for downloads")
+    if with_spec_mode:
+        g.add_argument(
+            "--spec",
+            dest="spec_mode",
+            choices=["auto", "on", "off"],
+            help="speculative decoding (default: auto)",
+        )
+    g.add_argument("--draft-model", help="a small model of the same vocabulary to draft from")
     g.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     g.add_argument("--log-format", choices=["auto", "console", "json"])
 
@@ -45,8 +56,9 @@ def settings_from_args(
     model = getattr(args, "model", None)
     if model:
         flags["model"] = model
-    for key in ("models_dir", "hub_endpoint", "log_level", "log_format"):
+    for key in ("models_dir", "hub_endpoint", "draft_model", "log_level", "log_format"):
         flags[key] = getattr(args, key, None)
+    flags["spec"] = getattr(args, "spec_mode", None)
     flags.update(extra)
     loaded = load_settings(flags, config_file=getattr(args, "config", None))
     if model:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence as Seq
 
 from reame.engine.sequence import Sequence
@@ -24,7 +25,9 @@ def add_drafts(spec: Speculation, running: Seq[Sequence], context_length: int) -
             k = min(wanted, room)
             if k <= 0:
                 continue
+            started = time.perf_counter()
             proposal = seq.drafters[name].propose(seq.tokens, k)[:k]
+            controller.record_proposal(name, time.perf_counter() - started, k)
             if proposal:
                 seq.drafts, seq.draft_source = proposal, name
                 seq.tokens.extend(proposal)

@@ -17,7 +17,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import structlog
 
 from reame import metrics
@@ -37,7 +36,6 @@ from reame.errors import EngineBusyError, InvalidRequestError
 from reame.llama import Context, DecodeError, Model
 from reame.sampling import Sampled, Sampler, SamplingParams
 from reame.spec.speculation import Speculation
-from reame.spec.verify import verify_greedy
 
 log = structlog.get_logger("reame.engine")
 
@@ -123,11 +121,7 @@ class Engine:
         sampler = self.check(request.prompt, request.params)
         seq = Sequence(request, sink, sampler, TextStream(request.params.stop))
         seq.tokens.extend(request.prompt)
-        if (
-            self._spec is not None
-            and sampler.is_plain_greedy
-            and request.params.speculation != "off"
-        ):
+        if self._spec is not None and request.params.speculation != "off":
             seq.drafters = self._spec.drafters()
         if self._on_snapshot is not None:
             seq.snapshots_due = sorted({p for p in request.snapshot_at if 0 < p <= seq.num_prompt})
@@ -340,14 +334,13 @@ class Engine:
         source, proposed = seq.draft_source, len(seq.drafts)
         seq.drafts = []
         del seq.tokens[start + 1 :]
-        targets = [int(np.argmax(self.context.logits(first + i))) for i in range(count)]
-        kept = verify_greedy(drafts, targets)
+        kept = seq.sampler.verify(drafts, lambda i: self.context.logits(first + i), seq.tokens)
         accepted = len(kept) - 1
         self._spec_booked(source, proposed, len(drafts), accepted)
         seq.num_computed = start + 1 + accepted
         reason = None
-        for token in kept:
-            reason = self._take(seq, token, Sampled(token))
+        for sampled in kept:
+            reason = self._take(seq, sampled.token, sampled)
             if reason is not None:
                 break
         # NOTE: the KV cache holds what was computed of the tokens kept, nothing after

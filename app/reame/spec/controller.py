@@ -4,7 +4,8 @@ For a draft run of k tokens the engine pays a verify batch instead of a plain st
 controller keeps what a step of b tokens costs here (a moving average a batch size, measured
 every step; until a size is measured, b^0.75 times a one-token step, about what these machines
 showed) and, per drafter, how often a draft token is accepted (a moving average of the
-per-token acceptance). A run of k drafts accepted token by token with probability a yields
+per-token acceptance) and what proposing a token costs (nothing for a lookup, a step of its own
+for a draft model). A run of k drafts accepted token by token with probability a yields
 (1 - a^(k+1)) / (1 - a) tokens, so it picks the k that gives most tokens a second, 0 when no k
 beats a plain step. A drafter at k = 0 is probed now and then with a short run, so it comes
 back when the traffic changes.
@@ -30,6 +31,7 @@ class _DrafterStats:
     skipped: int = 0
     proposed: int = 0
     accepted: int = 0
+    seconds_per_draft: float = 0.0  # what proposing costs, a token (a draft model's steps)
 
 
 @dataclass(slots=True)
@@ -62,6 +64,12 @@ class SpecController:
         elif not stats.is_enabled:  # a probe that was right: the next one comes soon
             stats.skipped = max(stats.skipped, PROBE_EVERY - PROBE_SOON)
 
+    def record_proposal(self, drafter: str, seconds: float, count: int) -> None:
+        """Proposing `count` tokens took `seconds`."""
+        if count > 0:
+            stats = self._stats(drafter)
+            stats.seconds_per_draft += SMOOTHING * (seconds / count - stats.seconds_per_draft)
+
     # -- what it decides ---------------------------------------------------------------------
 
     def draft_length(self, drafter: str, batch_tokens: int, mode: str | None = None) -> int:
@@ -73,7 +81,7 @@ class SpecController:
         if mode == "off":
             return 0
         stats = self._stats(drafter)
-        best = self.best_length(stats.acceptance, batch_tokens)
+        best = self.best_length(stats.acceptance, batch_tokens, stats.seconds_per_draft)
         stats.is_enabled = best > 0
         if best == 0:
             stats.skipped += 1
@@ -82,14 +90,16 @@ class SpecController:
                 return min(PROBE_LENGTH, self.max_length)
         return best
 
-    def best_length(self, acceptance: float, batch_tokens: int) -> int:
-        """The k that maximizes tokens a second for one sequence beside batch_tokens others."""
+    def best_length(self, acceptance: float, batch_tokens: int, draft_seconds: float = 0.0) -> int:
+        """The k that maximizes tokens a second for one sequence beside batch_tokens others,
+        when proposing costs `draft_seconds` a token."""
         base = self._cost(batch_tokens + 1)
         best, best_rate = 0, 1.0 / base
         for k in LENGTHS:
             if k > self.max_length:
                 break
-            rate = _expected_tokens(acceptance, k) / self._cost(batch_tokens + 1 + k)
+            cost = self._cost(batch_tokens + 1 + k) + k * draft_seconds
+            rate = _expected_tokens(acceptance, k) / cost
             if rate > best_rate * 1.02:  # NOTE: a margin: noise must not switch it on
                 best, best_rate = k, rate
         return best

@@ -1,5 +1,5 @@
-"""What the engine needs for speculation: the controller, the shared archive, and a fresh set
-of drafters for each sequence."""
+"""What the engine needs for speculation: the controller, the shared archive, the draft model
+if one is set, and a fresh set of drafters for each sequence."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from reame import metrics
 from reame.spec.context_lookup import ContextLookup
 from reame.spec.controller import SpecController
 from reame.spec.drafter import Drafter
+from reame.spec.model_drafter import DraftModel, ModelDrafter
 from reame.spec.palimpsest import Palimpsest
 
 log = structlog.get_logger("reame.speculation")
@@ -23,6 +24,7 @@ PROMPT_CONTEXT = 16
 class Speculation:
     controller: SpecController
     palimpsest: Palimpsest | None = None
+    draft_model: DraftModel | None = None
     _shown: dict[str, bool] = field(default_factory=dict)  # what the gauge and the log said
 
     def publish(self) -> None:
@@ -38,6 +40,8 @@ class Speculation:
         out: dict[str, Drafter] = {"context": ContextLookup()}
         if self.palimpsest is not None:
             out["palimpsest"] = self.palimpsest
+        if self.draft_model is not None:
+            out[ModelDrafter.name] = ModelDrafter(self.draft_model)
         return out
 
     def learn(self, tokens: Sequence[int], num_prompt: int) -> None:
