@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from reame.bench.spec_runner import MODES, bench_spec, questions, reworded
+from reame.bench.spec_runner import AFTER_RESTART, MODES, bench_spec, questions, reworded
 from reame.bench.targets import Messages, Timeline
 
 
@@ -23,6 +23,7 @@ class Speculating:
     detail: str = "scripted"
     asked: list[tuple[str, str]] = field(default_factory=list)
     restarts: int = 0
+    asked_before_restart: int = 0
 
     async def stream(self, messages: Messages, max_tokens: int, speculation: str = "off"):
         (message,) = messages
@@ -41,6 +42,7 @@ class Speculating:
 def run(target: Speculating, runs: int = 2, after_restart: bool = False):
     async def restart() -> None:
         target.restarts += 1
+        target.asked_before_restart = len(target.asked)
 
     return asyncio.run(bench_spec([target], runs, after_restart, {target.name: restart}, print))
 
@@ -52,7 +54,11 @@ def test_every_mode_gets_the_repeated_prompts_and_the_ratios_read_against_off() 
     same, ratios = repeated.rows["same questions"], repeated.ratios["same questions"]
     assert same["t off"] == pytest.approx(100.0) and same["t on"] == pytest.approx(200.0)
     assert ratios["t on"] == pytest.approx(2.0) and ratios["t auto"] == pytest.approx(1.5)
-    assert "same questions, after a restart" in repeated.rows and target.restarts == 1
+    assert AFTER_RESTART in repeated.rows and target.restarts == 1
+    # after the restart each question is asked in auto before any other mode
+    after = target.asked[target.asked_before_restart :]
+    for q in questions():
+        assert [m for c, m in after if c == q][0] == "auto"
     for mode in MODES:
         asked = {c for c, m in target.asked if m == mode}
         assert set(questions()) <= asked and {reworded(q) for q in questions()} <= asked
@@ -77,4 +83,4 @@ def test_after_a_restart_there_is_no_teaching_round_and_no_restart() -> None:
     tables, _ = run(target, after_restart=True)
     assert target.restarts == 0
     assert set(tables) == {"(a) repeated requests, decode tok/s"}
-    assert target.asked[0][1] == "off"  # the first request already times a mode
+    assert target.asked[0][1] == "auto"  # from the archive on disk, before anything else

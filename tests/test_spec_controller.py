@@ -3,6 +3,8 @@ verify batches on the costs it measured, off where they do not, and probes to co
 
 from __future__ import annotations
 
+import pytest
+
 from reame.spec.controller import PROBE_EVERY, PROBE_LENGTH, SpecController
 
 
@@ -79,3 +81,25 @@ def test_an_unmeasured_size_is_scaled_from_the_nearest_measured() -> None:
     assert c._cost(4) == 0.04
     assert abs(c._cost(8) - 0.04 * 2**0.75) < 1e-12
     assert abs(measured({})._cost(16) - 16**0.75) < 1e-12
+
+
+def test_a_dear_drafter_is_charged_for_its_drafts_and_probed_less_often() -> None:
+    c = measured(CHEAP_BATCHES)
+    step = c.step_seconds[1]
+    for name in ("context", "draft-model"):
+        for _ in range(40):
+            c.record_drafts(name, 8, 8)  # always right
+    for _ in range(40):
+        c.record_proposal("draft-model", 4 * 0.7 * step, 4)  # a draft costs 0.7 of a step
+    assert c.drafters["context"].acceptance == c.drafters["draft-model"].acceptance
+    assert c.draft_length("context", 0) > 0  # free drafts that are right pay
+    assert c.draft_length("draft-model", 0) == 0  # its own steps eat what it saves
+    assert c.probe_interval("context") == PROBE_EVERY
+    # a probe that first catches up on what the sequence said since the last one: 20 steps,
+    # 1% of 2000 steps; the first such probe moves the estimate half-way
+    while c.draft_length("draft-model", 0) == 0:
+        pass
+    c.record_proposal("draft-model", 20 * step, PROBE_LENGTH)
+    c.record_proposal("draft-model", 20 * step, 8)  # not a probe: a request forced on
+    assert c.drafters["draft-model"].probe_seconds == pytest.approx(10 * step)
+    assert c.probe_interval("draft-model") == pytest.approx(1000, abs=1)

@@ -79,7 +79,7 @@ class Settings(BaseSettings):
     spec: Literal["auto", "on", "off"] = Field(
         "auto", description="speculative decoding: auto measures whether it pays here"
     )
-    spec_max_draft: int = Field(8, ge=1, le=16, description="longest draft run verified")
+    spec_max_draft: int = Field(32, ge=1, le=48, description="longest draft run verified")
     draft_model: str | None = Field(
         None, description="a small model with the same vocabulary to draft from (alias or path)"
     )

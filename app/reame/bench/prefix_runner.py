@@ -17,7 +17,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 
-from reame.bench.http_runner import HttpFigures, Samples, summarize
+from reame.bench.http_runner import HttpFigures, Samples, aggregate_tps, summarize
 from reame.bench.targets import Messages, Target
 from reame.bench.workloads import filler_text, topics
 
@@ -87,6 +87,7 @@ async def overlap_sweep(target: Target, samples: Samples) -> None:
         t = await target.stream(sweep_prompt(share), ANSWER_TOKENS)
         samples[f"share {share}% s"][target.name] = [t.ttft]
         samples[f"share {share}% reused tokens"][target.name] = [float(t.num_cached_tokens)]
+        samples[f"share {share}% decode tok/s"][target.name] = [aggregate_tps([t])]
 
 
 async def bench_prefix(

@@ -1,7 +1,9 @@
 """`reame bench --spec`: what speculation gives, and costs, in each mode (off, on, auto).
 
-(a) repeated requests: the same questions again and reworded, after one round that taught the
-    archive (with --after-restart, or in process after a restart: from the archive on disk);
+(a) repeated requests: the same questions again, reworded, and a similar document regenerated
+    (the same request about another subject), after one round that taught the archive; and
+    after a restart (--after-restart, or in process), each question asked in auto first, so
+    its drafts can only come from what was kept on disk;
 (b) adversarial: questions that share nothing with anything earlier (each mode its own);
 (c) 4 concurrent streams of repeated questions.
 Every mode of a target goes to the same server (a request's `speculation` field), in turns.
@@ -20,6 +22,8 @@ from reame.bench.targets import Messages, Target
 from reame.bench.workloads import filler_text, topics
 
 MODES = ("off", "on", "auto")
+AFTER_RESTART = "same questions, first after a restart (auto first)"
+AFTER_RESTART_ORDER = ("auto", "on", "off")
 ANSWER_TOKENS = 128
 NUM_QUESTIONS = 6
 
@@ -41,6 +45,20 @@ def questions() -> list[str]:
 
 def reworded(question: str) -> str:
     return f"Please answer this. {question}"
+
+
+LIBRARIES = ("tablesaw", "quickcsv", "rowan", "csvtool", "ledgerly", "colfax", "tabular", "gridly")
+
+
+def library(i: int) -> str:
+    return LIBRARIES[i % len(LIBRARIES)] + (str(i // len(LIBRARIES)) if i >= len(LIBRARIES) else "")
+
+
+def document(name: str) -> str:
+    return (
+        f"Write the README of {name}, a small Python library that reads CSV files into lists "
+        "of dictionaries: a title, an installation section, a usage example and a license line."
+    )
 
 
 def fresh(run: int, mode: str) -> str:
@@ -84,11 +102,14 @@ class _Bench:
     async def rounds(self, prompts: Sequence[str], runs: int, samples: Samples, row: str) -> None:
         for run in range(runs):
             order = MODES[run % 3 :] + MODES[: run % 3]
-            for content in prompts:
-                for mode in order:
-                    samples[row].setdefault(self.column(mode), []).append(
-                        await self.ask(content, mode)
-                    )
+            await self.each(prompts, order, samples, row)
+
+    async def each(
+        self, prompts: Sequence[str], order: Sequence[str], samples: Samples, row: str
+    ) -> None:
+        for content in prompts:
+            for mode in order:
+                samples[row].setdefault(self.column(mode), []).append(await self.ask(content, mode))
 
 
 async def bench_spec(
@@ -114,16 +135,26 @@ async def bench_spec(
             for q in qs:
                 await b.ask(q, "off")
                 await b.ask(reworded(q), "off")
+            await b.ask(document(library(0)), "off")
         else:
-            # the answers with speculation off come from this run's own off requests
+            # auto first: what the archive on disk gives, before this run teaches it anything
+            # (the answers with speculation off come from this run's own off requests)
             log(f"{target.name}: first requests after a restart")
+            await b.each(qs, AFTER_RESTART_ORDER, rep, AFTER_RESTART)
         log(f"{target.name}: repeated")
         await b.rounds(qs, runs, rep, "same questions")
         await b.rounds([reworded(q) for q in qs], max(1, runs // 2), rep, "reworded")
+        # each mode regenerates the document about a subject no earlier request had
+        for run in range(runs):
+            for i, mode in enumerate(MODES):
+                name = library(1 + 3 * run + i)
+                rep["similar document"].setdefault(b.column(mode), []).append(
+                    await b.ask(document(name), mode)
+                )
         if not after_restart and target.name in restarts:
             log(f"{target.name}: restart")
             await restarts[target.name]()
-            await b.rounds(qs, 1, rep, "same questions, after a restart")
+            await b.each(qs, AFTER_RESTART_ORDER, rep, AFTER_RESTART)
         if after_restart:
             continue
         log(f"{target.name}: adversarial")

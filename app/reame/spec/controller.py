@@ -13,12 +13,18 @@ back when the traffic changes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16)
+# NOTE: at most 48: llama.cpp's CPU flash attention takes another path (other rounding) for 64
+# or more queries of a sequence, and greedy output would no longer be the same as without drafts
+LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48)
 SMOOTHING = 0.1
 PROBE_EVERY = 128  # decisions at k = 0 between two probes (a probe costs: 1% at most)
 PROBE_LENGTH = 2
+# the share of the steps between two probes that drafting a probe may cost: a draft model first
+# catches up on what the sequence said since its last probe, so its probes are spaced out more
+PROBE_SHARE = 0.01
 PROBE_SOON = 8  # decisions to the next probe after one whose drafts were all kept
 
 
@@ -32,12 +38,14 @@ class _DrafterStats:
     proposed: int = 0
     accepted: int = 0
     seconds_per_draft: float = 0.0  # what proposing costs, a token (a draft model's steps)
+    probe_seconds: float = 0.0  # what a probe's proposal cost (a draft model catches up first)
+    is_probing: bool = False
 
 
 @dataclass(slots=True)
 class SpecController:
     mode: str = "auto"  # auto | on | off
-    max_length: int = 8
+    max_length: int = 32
     step_seconds: dict[int, float] = field(default_factory=dict)
     drafters: dict[str, _DrafterStats] = field(default_factory=dict)
 
@@ -62,13 +70,16 @@ class SpecController:
         if accepted < proposed:
             stats.acceptance -= SMOOTHING * stats.acceptance
         elif not stats.is_enabled:  # a probe that was right: the next one comes soon
-            stats.skipped = max(stats.skipped, PROBE_EVERY - PROBE_SOON)
+            stats.skipped = max(stats.skipped, self.probe_interval(drafter) - PROBE_SOON)
 
     def record_proposal(self, drafter: str, seconds: float, count: int) -> None:
         """Proposing `count` tokens took `seconds`."""
         if count > 0:
             stats = self._stats(drafter)
             stats.seconds_per_draft += SMOOTHING * (seconds / count - stats.seconds_per_draft)
+            if stats.is_probing:
+                stats.is_probing = False
+                stats.probe_seconds += 0.5 * (seconds - stats.probe_seconds)
 
     # -- what it decides ---------------------------------------------------------------------
 
@@ -85,10 +96,17 @@ class SpecController:
         stats.is_enabled = best > 0
         if best == 0:
             stats.skipped += 1
-            if stats.skipped >= PROBE_EVERY:
+            if stats.skipped >= self.probe_interval(drafter):
                 stats.skipped = 0
+                stats.is_probing = True
                 return min(PROBE_LENGTH, self.max_length)
         return best
+
+    def probe_interval(self, drafter: str) -> int:
+        """Decisions at k = 0 between two probes of this drafter."""
+        stats = self._stats(drafter)
+        probe = max(stats.seconds_per_draft * PROBE_LENGTH, stats.probe_seconds)
+        return max(PROBE_EVERY, math.ceil(probe / (PROBE_SHARE * self._cost(1))))
 
     def best_length(self, acceptance: float, batch_tokens: int, draft_seconds: float = 0.0) -> int:
         """The k that maximizes tokens a second for one sequence beside batch_tokens others,
