@@ -56,6 +56,16 @@ def test_prompt_lookup_alone_keeps_the_output_too(smollm2_path: Path) -> None:
         assert proposed > 0 and accepted > 0
 
 
+def test_il_suggeritore_drafts_a_fresh_lists_numbers_and_keeps_the_output(
+    smollm2_path: Path,
+) -> None:
+    with Runtime(small_settings(smollm2_path, palimpsest=False)) as runtime:
+        question = "Give me a numbered list of ten fruits, one per line."
+        assert answer(runtime, question, "on") == answer(runtime, question, "off")
+        proposed, accepted = drafted(runtime, "suggeritore")
+        assert proposed > 0 and accepted > 0, (proposed, accepted)
+
+
 def test_the_palimpsest_drafts_a_repeated_answer_after_a_restart(smollm2_path: Path) -> None:
     state = new_state_dir()
     with Runtime(small_settings(smollm2_path, state_dir=state)) as first:

@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     draft_model: str | None = Field(
         None, description="a small model with the same vocabulary to draft from (alias or path)"
     )
+    suggeritore: bool = Field(
+        True, description="suggest the structure of lists, tables and JSON as drafts"
+    )
     palimpsest: bool = Field(True, description="keep finished generations to draft from")
     palimpsest_dir: Path | None = Field(
         None, description="where they persist (default: state_dir/palimpsest)"

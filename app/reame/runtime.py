@@ -105,7 +105,11 @@ def speculation(settings: Settings, model: Model, tuned: Tuned) -> Speculation:
         if settings.palimpsest
         else None
     )
-    return Speculation(SpecController(settings.spec, settings.spec_max_draft), archive, draft)
+    tokenizer = None
+    if settings.suggeritore:
+        tokenizer = (model.piece, lambda text: model.tokenize(text, False, False))
+    controller = SpecController(settings.spec, settings.spec_max_draft)
+    return Speculation(controller, archive, draft, tokenizer)
 
 
 class Runtime:

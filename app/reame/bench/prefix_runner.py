@@ -27,6 +27,7 @@ SHARES = (100, 75, 50, 25, 0)
 TURNS = 4
 ANSWER_TOKENS = 2  # only the time to first token matters here
 TURN_ANSWER_TOKENS = 24
+SWEEP_ANSWER_TOKENS = 64  # enough tokens for a decode rate (speculation as the server sets it)
 COLD, WARM, RESTARTED = "cold s", "warm s", "first after restart s"
 
 
@@ -48,7 +49,7 @@ def sweep_prompt(share: int) -> Messages:
     keep = SWEEP_WORDS * share // 100
     other = filler_text(seed=3000 + share, num_words=SWEEP_WORDS - keep).split()
     words = shared[:keep] + other
-    return [{"role": "user", "content": " ".join(words) + " Summarize this in one line."}]
+    return [{"role": "user", "content": " ".join(words) + " Summarize this text."}]
 
 
 Restart = Callable[[], Awaitable[None]]
@@ -84,7 +85,7 @@ async def multi_turn(target: Target, samples: Samples) -> None:
 async def overlap_sweep(target: Target, samples: Samples) -> None:
     await target.stream(sweep_prompt(100), ANSWER_TOKENS)  # seen once
     for share in SHARES:
-        t = await target.stream(sweep_prompt(share), ANSWER_TOKENS)
+        t = await target.stream(sweep_prompt(share), SWEEP_ANSWER_TOKENS)
         samples[f"share {share}% s"][target.name] = [t.ttft]
         samples[f"share {share}% reused tokens"][target.name] = [float(t.num_cached_tokens)]
         samples[f"share {share}% decode tok/s"][target.name] = [aggregate_tps([t])]

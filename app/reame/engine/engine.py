@@ -122,7 +122,7 @@ class Engine:
         seq = Sequence(request, sink, sampler, TextStream(request.params.stop))
         seq.tokens.extend(request.prompt)
         if self._spec is not None and request.params.speculation != "off":
-            seq.drafters = self._spec.drafters()
+            seq.drafters = self._spec.drafters(seq.num_prompt)
         if self._on_snapshot is not None:
             seq.snapshots_due = sorted({p for p in request.snapshot_at if 0 < p <= seq.num_prompt})
         with self._in_flight_lock:

@@ -3,7 +3,7 @@ if one is set, and a fresh set of drafters for each sequence."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -14,6 +14,7 @@ from reame.spec.controller import SpecController
 from reame.spec.drafter import Drafter
 from reame.spec.model_drafter import DraftModel, ModelDrafter
 from reame.spec.palimpsest import Palimpsest
+from reame.spec.suggeritore import Suggeritore
 
 log = structlog.get_logger("reame.speculation")
 
@@ -25,6 +26,8 @@ class Speculation:
     controller: SpecController
     palimpsest: Palimpsest | None = None
     draft_model: DraftModel | None = None
+    # Il Suggeritore's view of the model: a token's text, and a text's tokens; None: not used
+    tokenizer: tuple[Callable[[int], bytes], Callable[[str], list[int]]] | None = None
     _shown: dict[str, bool] = field(default_factory=dict)  # what the gauge and the log said
 
     def publish(self) -> None:
@@ -36,8 +39,11 @@ class Speculation:
                 metrics.SPEC_ENABLED.labels(name).set(int(is_enabled))
                 log.info("speculation", drafter=name, enabled=is_enabled)
 
-    def drafters(self) -> dict[str, Drafter]:
+    def drafters(self, num_prompt: int) -> dict[str, Drafter]:
+        """A fresh set for a sequence whose prompt is `num_prompt` tokens."""
         out: dict[str, Drafter] = {"context": ContextLookup()}
+        if self.tokenizer is not None:
+            out[Suggeritore.name] = Suggeritore(*self.tokenizer, num_prompt)
         if self.palimpsest is not None:
             out["palimpsest"] = self.palimpsest
         if self.draft_model is not None:
