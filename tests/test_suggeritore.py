@@ -14,6 +14,10 @@ from reame.spec.suggeritore import suggest
         ("  9) nine\n", "  10) "),
         ("- apples\n- pears\n", "- "),
         ("* one\n", "* "),
+        ("1. **Oak**: tall\n2. **Pine**: green\n", "3. **"),  # the markup each item opens with
+        ("1. The capital of France\n2. The capital of Spain\n", "3. The capital of "),
+        ("1. Paris\n2. Pisa\n", "3. "),  # a shared letter is not a template
+        ("- Oak\n- Oak\n", "- "),
         ("| a | b |\n|---|---|\n| 1 | 2 |\n", "|"),
         ('[{"name": "Ann", "age": 3}, {', '"name": '),
         ('[{"name": "Ann", "age": 3}, {"name": "Bo", ', '"age": '),

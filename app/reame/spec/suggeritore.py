@@ -34,12 +34,35 @@ def _next_line_start(text: str) -> str:
         return ""
     if m := _NUMBERED.match(last):
         indent, number, mark, space = m.groups()
-        return f"{indent}{int(number) + 1}{mark}{space}"
+        return f"{indent}{int(number) + 1}{mark}{space}" + _shared_opening(lines, _NUMBERED)
     if m := _BULLET.match(last):
-        return "".join(m.groups())
+        return "".join(m.groups()) + _shared_opening(lines, _BULLET)
     if _TABLE_ROW.match(last):
         return last[: len(last) - len(last.lstrip())] + "|"
     return ""
+
+
+def _shared_opening(lines: list[str], marker: re.Pattern[str]) -> str:
+    """What the last two items of a list both open with after their marker, cut at a word's
+    end (`**`, `The capital of `): a line template the list keeps repeating."""
+    if len(lines) < 2:
+        return ""
+    items = []
+    for line in lines[-2:]:
+        m = marker.match(line)
+        if m is None:
+            return ""
+        items.append(line[m.end() :])
+    a, b = items
+    if a == b:
+        return ""  # the same item twice: content, not form
+    common = 0
+    while common < min(len(a), len(b)) and a[common] == b[common]:
+        common += 1
+    opening = a[:common]
+    if opening and opening[-1].isalnum():  # it ends inside a word: keep whole words only
+        opening = opening[: opening.rfind(" ") + 1]
+    return opening
 
 
 def _next_json_key(text: str) -> str:
