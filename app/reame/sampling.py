@@ -174,7 +174,9 @@ class Sampler:
         p = self.params
 
         def seen(i: int) -> Sequence[int]:
-            return history + list(drafts[:i]) if p.has_penalties else history
+            if not p.has_penalties:
+                return history
+            return history[-p.penalty_last_n :] + list(drafts[:i])
 
         def pick(i: int) -> int:
             if self._is_plain_greedy:

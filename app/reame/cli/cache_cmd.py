@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from reame.cache import maintenance
-from reame.cli.common import settings_from_args
+from reame.cli.common import state_directory
 from reame.errors import ConfigError
 
 
@@ -30,10 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _root(args: argparse.Namespace) -> tuple[Path, int]:
-    settings = settings_from_args(args).settings
-    root = args.dir.expanduser() if args.dir else settings.prefix_cache_path
-    if root.exists() and not root.is_dir():
-        raise ConfigError(f"{root} is not a directory")
+    root, settings = state_directory(args, lambda s: s.prefix_cache_path)
     return root, settings.prefix_cache_disk_mb
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
-from reame.config import LoadedSettings, load_settings
+from reame.config import LoadedSettings, Settings, load_settings
+from reame.errors import ConfigError
 from reame.log import configure_logging
 
 # flag name -> Settings key
@@ -69,3 +71,14 @@ def settings_from_args(
         level = default_log_level
     configure_logging(level, loaded.settings.log_format)
     return loaded
+
+
+def state_directory(
+    args: argparse.Namespace, default: Callable[[Settings], Path]
+) -> tuple[Path, Settings]:
+    """The directory a maintenance command works on: --dir, else the settings' own."""
+    settings = settings_from_args(args).settings
+    root = args.dir.expanduser() if args.dir else default(settings)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"{root} is not a directory")
+    return root, settings

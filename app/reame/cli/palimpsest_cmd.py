@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from reame.cli.common import settings_from_args
-from reame.errors import ConfigError
+from reame.cli.common import state_directory
 from reame.spec.palimpsest import archive_stats, clear_archive
 
 
@@ -24,10 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _root(args: argparse.Namespace) -> tuple[Path, int]:
-    settings = settings_from_args(args).settings
-    root = args.dir.expanduser() if args.dir else settings.palimpsest_path
-    if root.exists() and not root.is_dir():
-        raise ConfigError(f"{root} is not a directory")
+    root, settings = state_directory(args, lambda s: s.palimpsest_path)
     return root, settings.palimpsest_mb
 
 

@@ -336,11 +336,12 @@ class Engine:
         del seq.tokens[start + 1 :]
         kept = seq.sampler.verify(drafts, lambda i: self.context.logits(first + i), seq.tokens)
         accepted = len(kept) - 1
-        self._spec_booked(source, proposed, len(drafts), accepted)
+        assert self._spec is not None  # only a sequence with drafters has drafts
+        self._spec.booked(source, proposed, len(drafts), accepted)
         seq.num_computed = start + 1 + accepted
         reason = None
         for sampled in kept:
-            reason = self._take(seq, sampled.token, sampled)
+            reason = self._take(seq, sampled)
             if reason is not None:
                 break
         # NOTE: the KV cache holds what was computed of the tokens kept, nothing after
@@ -348,13 +349,6 @@ class Engine:
         self.context.remove(seq.slot, seq.num_computed)
         if reason is not None:
             self._finish(seq, reason)
-
-    def _spec_booked(self, source: str, proposed: int, verified: int, accepted: int) -> None:
-        assert self._spec is not None
-        self._spec.controller.record_drafts(source, verified, accepted)
-        metrics.SPEC_DRAFTED.labels(source).inc(verified)
-        metrics.SPEC_ACCEPTED.labels(source).inc(accepted)
-        metrics.SPEC_LENGTH.labels(source).set(proposed)
 
     def _snapshot(self, seq: Sequence) -> None:
         """Hand the state over when the KV cache holds exactly the next snapshot point (before
@@ -369,12 +363,13 @@ class Engine:
 
     def _advance(self, seq: Sequence, batch_index: int) -> None:
         sampled = seq.sampler.sample(self.context.logits(batch_index), seq.tokens)
-        reason = self._take(seq, sampled.token, sampled)
+        reason = self._take(seq, sampled)
         if reason is not None:
             self._finish(seq, reason)
 
-    def _take(self, seq: Sequence, token: int, sampled: Sampled) -> str | None:
+    def _take(self, seq: Sequence, sampled: Sampled) -> str | None:
         """Append a token and emit it; the finish reason if the sequence ends with it."""
+        token = sampled.token
         seq.tokens.append(token)
         params = seq.request.params
         if not params.ignore_eos and self.model.is_end_of_generation(token):

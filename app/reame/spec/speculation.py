@@ -39,6 +39,14 @@ class Speculation:
                 metrics.SPEC_ENABLED.labels(name).set(int(is_enabled))
                 log.info("speculation", drafter=name, enabled=is_enabled)
 
+    def booked(self, drafter: str, proposed: int, verified: int, accepted: int) -> None:
+        """A verify run: `accepted` of the `verified` drafts kept (of `proposed`: the step's
+        token budget may cut a run short)."""
+        self.controller.record_drafts(drafter, verified, accepted)
+        metrics.SPEC_DRAFTED.labels(drafter).inc(verified)
+        metrics.SPEC_ACCEPTED.labels(drafter).inc(accepted)
+        metrics.SPEC_LENGTH.labels(drafter).set(proposed)
+
     def drafters(self, num_prompt: int) -> dict[str, Drafter]:
         """A fresh set for a sequence whose prompt is `num_prompt` tokens."""
         out: dict[str, Drafter] = {"context": ContextLookup()}
