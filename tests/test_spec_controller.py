@@ -103,3 +103,23 @@ def test_a_dear_drafter_is_charged_for_its_drafts_and_probed_less_often() -> Non
     c.record_proposal("draft-model", 20 * step, 8)  # not a probe: a request forced on
     assert c.drafters["draft-model"].probe_seconds == pytest.approx(10 * step)
     assert c.probe_interval("draft-model") == pytest.approx(1000, abs=1)
+
+
+def test_a_step_that_waited_for_the_cpu_does_not_turn_drafting_off() -> None:
+    c = measured(CHEAP_BATCHES)
+    for _ in range(40):
+        c.record_drafts("archive", 8, 8)
+    assert c.draft_length("archive", 0) == 8
+    c.record_step(9, 3.0)  # the shared host held one verify batch for 3 s
+    assert c.draft_length("archive", 0) >= 6  # as an average it would have turned it off
+    for _ in range(80):  # a slowdown that lasts is followed
+        c.record_step(1, 0.030)
+    assert c.step_seconds[1] == pytest.approx(0.030, rel=0.01)
+
+
+def test_a_first_step_of_a_size_is_held_to_what_the_sizes_measured_suggest() -> None:
+    c = measured({40: 0.16})  # a prompt's prefill came first
+    c.record_step(1, 0.010)
+    assert c.step_seconds[1] == 0.010
+    c.record_step(2, 5.0)  # its first sample waited for the CPU
+    assert c.step_seconds[2] == pytest.approx(2 * 0.010 * 2**0.75)

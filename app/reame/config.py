@@ -20,6 +20,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from reame.conclave.answers import compile_rule
 from reame.errors import ConfigError
 
 ENV_PREFIX = "REAME_"
@@ -44,6 +45,11 @@ class Settings(BaseSettings):
     context_length: int | None = Field(None, ge=64, le=1 << 20, description="per sequence")
     batch_size: int | None = Field(None, ge=1, le=65536, description="token budget of a step")
     parallel: int | None = Field(None, ge=1, le=256, description="sequences decoded together")
+    kv_type: Literal["f16", "q8_0"] = Field(
+        "f16",
+        description="KV cache type: q8_0 keeps greedy output identical whatever shares a batch "
+        "(speculation, other requests) at any length, at half the KV memory and slower prefill",
+    )
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
@@ -55,6 +61,13 @@ class Settings(BaseSettings):
     max_waiting: int = Field(64, ge=0, description="requests queued beyond the running ones")
     max_body_bytes: int = Field(1 << 20, ge=1024)
     max_n: int = Field(8, ge=1, le=64, description="largest n a request may ask for")
+    best_of: int = Field(
+        1, ge=1, le=64, description="Conclave candidates when a request does not say (1: none)"
+    )
+    max_best_of: int = Field(8, ge=1, le=64, description="largest best_of a request may ask for")
+    vote_on: str = Field(
+        "auto", description="answer voted on: auto, number, choice, line, or a regular expression"
+    )
     drain_seconds: float = Field(30.0, ge=0, description="grace for in-flight requests on stop")
     stream_interval_ms: float = Field(
         30.0, ge=0, le=1000, description="gather a stream's tokens this long between writes"
@@ -120,6 +133,12 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_user(cls, path: Path | None) -> Path | None:
         return path.expanduser() if path is not None else None
+
+    @field_validator("vote_on")
+    @classmethod
+    def _vote_rule(cls, rule: str) -> str:
+        compile_rule(rule)  # NOTE: a ValueError is a pydantic validation error
+        return rule
 
     @property
     def prefix_cache_path(self) -> Path:

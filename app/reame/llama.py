@@ -207,6 +207,14 @@ class ContextShape:
     # running it alone; a unified cache interleaves other sequences' cells into its attention
     # sums and changes the rounding (measured: 4 of 5 greedy outputs diverged on SmolLM2).
     is_kv_unified: bool = False
+    # NOTE: "q8_0" makes attention batch-invariant at any context length: with f16 K/V,
+    # llama.cpp's CPU flash attention splits a lone one-token decode's KV across threads once
+    # the cache passes 256 cells, and rounds otherwise than a batch of queries (logits apart by
+    # up to 1.2, measured here), so drafts or batch neighbours can change greedy output there
+    kv_type: str = "f16"
+
+
+KV_TYPES = {"f16": lc.GGML_TYPE_F16, "q8_0": lc.GGML_TYPE_Q8_0}
 
 
 class Context:
@@ -219,6 +227,7 @@ class Context:
         params.n_seq_max = shape.num_sequences
         params.n_threads = params.n_threads_batch = shape.num_threads
         params.kv_unified = shape.is_kv_unified
+        params.type_k = params.type_v = KV_TYPES[shape.kv_type]
         params.no_perf = True
         ptr = lc.llama_init_from_model(model._ptr, params)
         if not ptr:
@@ -230,7 +239,7 @@ class Context:
         # what a saved sequence state depends on besides the model: a state is only loaded into
         # a context that lays out its KV cache the same way
         self.kv_layout = (
-            f"llama-cpp-python {lc.__version__}; kv f16/f16; "
+            f"llama-cpp-python {lc.__version__}; kv {shape.kv_type}/{shape.kv_type}; "
             f"flash_attn {int(params.flash_attn_type)}; unified {int(shape.is_kv_unified)}"
         )
         self._ptr = ptr
@@ -298,6 +307,22 @@ class Context:
         if not ok:
             self.remove(seq_id)
         return ok
+
+    def copy(self, source: int, targets: Sequence[int]) -> None:
+        """Make each target sequence hold what `source` holds. On a unified KV cache that is
+        llama_memory_seq_cp, which only marks cells. NOTE: with per-sequence streams seq_cp
+        copies the source's whole stream (94 MB for 4096 SmolLM2 cells; a Conclave of 5 took
+        45 ms longer so, measured), so there the cells held are serialized once and loaded
+        into each target."""
+        if self.shape.is_kv_unified:
+            for target in targets:
+                self.remove(target)
+                lc.llama_memory_seq_cp(self._memory, source, target, -1, -1)
+            return
+        data = self.save_state(source)
+        for target in targets:
+            if not self.load_state(target, data):
+                raise RuntimeError("llama.cpp refused a copy of a sequence's state")
 
     def remove(self, seq_id: int, start: int = 0, end: int = -1) -> None:
         """Drop positions [start, end) of a sequence from the KV cache (end -1: to the end)."""

@@ -129,3 +129,20 @@ PALIMPSEST_TOKENS = Gauge(
     "Tokens of earlier generations kept to draft from",
     registry=REGISTRY,
 )
+
+PROMPT_TOKENS_COMPUTED = Counter(
+    "reame_prompt_tokens_computed",
+    "Prompt tokens run through the model (not restored, reused in place or shared in a group)",
+    registry=REGISTRY,
+)
+CONCLAVES = Counter("reame_conclaves", "Best-of-N requests decided by vote", registry=REGISTRY)
+CONCLAVE_STOPPED = Counter(
+    "reame_conclave_stopped_candidates",
+    "Candidates stopped once another answer held a majority",
+    registry=REGISTRY,
+)
+CONCLAVE_TOKENS_SAVED = Counter(
+    "reame_conclave_saved_tokens",
+    "Tokens the stopped candidates did not write (estimate: as many again as each had written)",
+    registry=REGISTRY,
+)

@@ -127,6 +127,7 @@ class Runtime:
                 self.tuned.batch_size,
                 self.tuned.parallel,
                 self.tuned.threads,
+                kv_type=settings.kv_type,
             )
             self.context = Context(self.model, shape)
         except Exception:

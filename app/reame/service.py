@@ -12,8 +12,9 @@ import time
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+from uuid import uuid4
 
 import structlog
 from pydantic import ValidationError
@@ -245,10 +246,13 @@ class Service:
             for choice in batch:
                 yield choice.event
 
-    async def astream_many(self, jobs: Sequence[Job]) -> AsyncIterator[list[ChoiceEvent]]:
+    async def astream_many(
+        self, jobs: Sequence[Job], shared_prompt: bool = False
+    ) -> AsyncIterator[list[ChoiceEvent]]:
         """Events of several requests in the order the engine emitted them, a batch for each
         hand-over (one write to a client, however many tokens); leaving early (a client gone)
-        aborts the ones still running."""
+        aborts the ones still running. `shared_prompt`: the jobs have one prompt, computed once
+        for all of them (the engine's group)."""
         loop = asyncio.get_running_loop()
         inbox = self._inboxes.get(loop)
         if inbox is None:
@@ -257,13 +261,17 @@ class Service:
         events: asyncio.Queue[ChoiceEvent] = asyncio.Queue()
         running: dict[int, GenerationRequest] = {}
         # NOTE: a cache lookup may read the disk: off the loop
-        requests = (
-            await asyncio.to_thread(self._requests, jobs) if self.cache else self._requests(jobs)
-        )
+        make = self._group_requests if shared_prompt else self._requests
+        requests = await asyncio.to_thread(make, jobs) if self.cache else make(jobs)
         try:
-            for index, request in enumerate(requests):
-                self.engine.submit(request, inbox.sink(events, index))
-                running[index] = request
+            sinks = [inbox.sink(events, index) for index in range(len(requests))]
+            if shared_prompt:
+                self.engine.submit_group(requests, sinks)
+                running.update(enumerate(requests))
+            else:
+                for index, request in enumerate(requests):
+                    self.engine.submit(request, sinks[index])
+                    running[index] = request
             while running:
                 batch = [await events.get()]
                 while not events.empty():
@@ -276,6 +284,14 @@ class Service:
         finally:
             for request in running.values():
                 self.engine.abort(request.request_id)
+
+    def _group_requests(self, jobs: Sequence[Job]) -> list[GenerationRequest]:
+        """One lookup for a group: only its first request computes (and snapshots) the prompt."""
+        first = self.request(jobs[0])
+        return [first] + [
+            replace(first, params=job.params, request_id=uuid4().hex, keep_state=False)
+            for job in jobs[1:]
+        ]
 
     def _requests(self, jobs: Sequence[Job]) -> list[GenerationRequest]:
         """Only the first job of a prompt snapshots it: its copies (n > 1) would store the same

@@ -5,6 +5,7 @@ No HTTP here: the server hands in a body and writes out what comes back.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from reame.api import openai_format as fmt
 from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.api.sse import DONE, frame
+from reame.conclave.answers import compile_rule
+from reame.conclave.convene import Verdict, convene
 from reame.engine.request import FinishEvent, TokenEvent
 from reame.errors import EngineBusyError, InvalidRequestError
 from reame.runtime import Runtime
@@ -31,6 +34,9 @@ class Served:
     model_id: str
     model_names: frozenset[str]
     max_n: int
+    best_of: int = 1  # when a request does not say
+    max_best_of: int = 8
+    vote_on: str = "auto"
 
 
 class Call:
@@ -52,6 +58,7 @@ class Call:
                 "invalid_value",
             )
         self.served, self.body = served, body
+        self.best_of = self._best_of(body, session_id)
         self.is_chat = isinstance(body, ChatRequest)
         self.rid = ("chatcmpl-" if self.is_chat else "cmpl-") + uuid4().hex[:24]
         self.created = int(time.time())
@@ -90,16 +97,64 @@ class Call:
         engine = served.runtime.engine
         for job in self.jobs:
             engine.check(job.prompt, job.params)
-        if not engine.has_room(len(self.jobs)):
+        if self.best_of > 1:
+            self.vote_rule = self._vote_rule(body.vote_on or served.vote_on)
+            if not engine.has_room(self.best_of):
+                raise EngineBusyError("every sequence and waiting place is taken; retry shortly")
+        elif not engine.has_room(len(self.jobs)):
             raise EngineBusyError("every sequence and waiting place is taken; retry shortly")
         self.choices = [fmt.Choice(i) for i in range(len(self.jobs))]
         self.is_first_token_seen = False
+        self.verdict: Verdict | None = None
+
+    def _best_of(self, body: ChatRequest | CompletionRequest, session_id: str | None) -> int:
+        """How many candidates vote (1: no Conclave); a 400 for what a Conclave cannot do."""
+        served = self.served
+        if body.best_of is None:  # NOTE: the configured default only where it can apply
+            simple = body.n == 1 and session_id is None and len(self._prompt_count(body)) == 1
+            return served.best_of if simple else 1
+        limit = min(served.max_best_of, served.runtime.engine.context.shape.num_sequences)
+        if body.best_of > limit:
+            which = (
+                "max_best_of" if limit == served.max_best_of else "the sequences it runs: parallel"
+            )
+            raise ApiError(
+                400,
+                f"best_of is {body.best_of}, above this server's limit of {limit} ({which})",
+                "best_of",
+                "invalid_value",
+            )
+        if body.best_of > 1:
+            for reason, ok in (
+                ("n must be 1 with best_of", body.n == 1),
+                ("best_of takes one prompt", len(self._prompt_count(body)) == 1),
+                ("best_of cannot be used with a session", session_id is None),
+            ):
+                if not ok:
+                    raise ApiError(400, reason, "best_of", "invalid_value")
+        return body.best_of
+
+    @staticmethod
+    def _prompt_count(body: ChatRequest | CompletionRequest) -> list[object]:
+        return [None] if isinstance(body, ChatRequest) else list(body.prompts())
+
+    @staticmethod
+    def _vote_rule(rule: str) -> str | re.Pattern[str]:
+        try:
+            return compile_rule(rule)
+        except ValueError as exc:
+            raise ApiError(400, f"vote_on: {exc}", "vote_on", "invalid_value") from None
 
     def _piece(self, token: int) -> str:
         return self.served.runtime.model.piece(token).decode("utf-8", "replace")
 
     def _totals(self) -> dict[str, object]:
-        """Each prompt counts once, however many choices it has (as OpenAI counts it)."""
+        """Each prompt counts once, however many choices it has (as OpenAI counts it); a
+        Conclave's completion tokens are all its candidates' (all were computed)."""
+        if self.verdict is not None:
+            lead = self.verdict.candidates[0].finish
+            cached = lead.num_cached_tokens if lead else 0
+            return fmt.usage(len(self.jobs[0].prompt), self.verdict.num_completion_tokens, cached)
         firsts = range(0, len(self.jobs), self.body.n)
         prompt = sum(len(self.jobs[i].prompt) for i in firsts)
         cached = sum(f.num_cached_tokens for i in firsts if (f := self.choices[i].finish))
@@ -141,9 +196,37 @@ class Call:
         if event.state is not None and self.session_id is not None:
             self.served.sessions.save(self.session_id, event.state)
 
+    async def _convene(self) -> None:
+        """Run the Conclave and make its winner choice 0."""
+        try:
+            verdict = await convene(
+                self.served.runtime.service,
+                self.jobs[0],
+                self.best_of,
+                self.vote_rule,
+                self.body.vote_early_stop,
+            )
+        except InvalidRequestError as exc:
+            raise ApiError(400, str(exc), exc.param, exc.code) from exc
+        self.verdict = verdict
+        winner = verdict.winner
+        choice = self.choices[0]
+        choice.parts = winner.parts
+        choice.logprobs = winner.tokens if self.with_logprobs else []
+        choice.finish = verdict.failed or winner.finish
+        if winner.finish is not None and verdict.failed is None:
+            metrics.TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - self.started)
+            metrics.GENERATED_TOKENS.inc(verdict.num_completion_tokens)
+            metrics.PROMPT_TOKENS.inc(winner.finish.num_prompt_tokens)
+            lead = verdict.candidates[0].finish
+            metrics.CACHED_PROMPT_TOKENS.inc(lead.num_cached_tokens if lead else 0)
+
     async def response(self) -> dict[str, object]:
-        async for _ in self._events():
-            pass  # the choices book what they get
+        if self.best_of > 1:
+            await self._convene()
+        else:
+            async for _ in self._events():
+                pass  # the choices book what they get
         failed = [
             c.finish for c in self.choices if c.finish and c.finish.reason in ("error", "abort")
         ]
@@ -152,7 +235,7 @@ class Call:
                 503 if failed[0].reason == "abort" else 500,
                 failed[0].error or "the server stopped before the answer was complete",
             )
-        return fmt.response(
+        body = fmt.response(
             self.rid,
             self.created,
             self.served.model_id,
@@ -162,6 +245,9 @@ class Call:
             self._totals(),
             self.is_chat,
         )
+        if self.verdict is not None:
+            body["conclave"] = self.verdict.summary()
+        return body
 
     async def frames(self) -> AsyncIterator[str]:
         """SSE frames: a role chunk per choice first (chat), deltas, finish chunks, usage, DONE."""
@@ -173,9 +259,16 @@ class Call:
                         self.rid, self.created, model, c.index, {"role": "assistant", "content": ""}
                     )
                 )
-        async for batch in self._events():
-            if frames := "".join(self._batch_frames(batch)):
-                yield frames
+        if self.best_of > 1:  # NOTE: the answer is known only after the vote: one delta
+            await self._convene()
+            choice, verdict = self.choices[0], self.verdict
+            assert verdict is not None and choice.finish is not None
+            events: list[TokenEvent | FinishEvent] = [*verdict.winner.tokens, choice.finish]
+            yield "".join(self._batch_frames([(choice, e) for e in events]))
+        else:
+            async for batch in self._events():
+                if frames := "".join(self._batch_frames(batch)):
+                    yield frames
         if self.body.include_usage:
             obj = "chat.completion.chunk" if self.is_chat else "text_completion"
             yield frame(fmt.usage_chunk(self.rid, self.created, model, obj, self._totals()))

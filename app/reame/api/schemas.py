@@ -1,7 +1,8 @@
 """Request bodies of the OpenAI API as Reame accepts them (pydantic; unknown fields are refused).
 
 Reame's own knobs are extra fields, documented in the README: top_k, min_p, repetition_penalty,
-ignore_eos, speculation, session_id.
+ignore_eos, speculation, session_id, and the Conclave's best_of (on chats too), vote_on and
+vote_early_stop.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ class _Common(BaseModel):
     ignore_eos: bool = False
     speculation: Literal["auto", "on", "off"] | None = None
     session_id: str | None = Field(None, min_length=1, max_length=128)
+    best_of: int | None = Field(None, ge=1)
+    vote_on: str | None = Field(None, min_length=1, max_length=500)
+    vote_early_stop: bool = True
 
     @field_validator("stop")
     @classmethod

@@ -20,8 +20,9 @@ from reame.api.auth import is_authorized, load_api_keys
 from reame.api.calls import Call, Served
 from reame.api.errors import ApiError, from_validation_error
 from reame.api.schemas import ChatRequest, CompletionRequest
+from reame.autotune import DEFAULT_PARALLEL
 from reame.config import Settings
-from reame.errors import EngineBusyError, InvalidRequestError
+from reame.errors import ConfigError, EngineBusyError, InvalidRequestError
 from reame.runtime import Runtime
 from reame.sessions import SessionStore
 
@@ -51,7 +52,16 @@ def create_app(runtime: Runtime, settings: Settings, keys: list[str]) -> Sanic:
     sessions = SessionStore(
         settings.max_sessions, settings.session_memory_mb * 2**20, settings.session_idle_seconds
     )
-    served = Served(runtime, sessions, model_id, names, settings.max_n)
+    served = Served(
+        runtime,
+        sessions,
+        model_id,
+        names,
+        settings.max_n,
+        settings.best_of,
+        settings.max_best_of,
+        settings.vote_on,
+    )
     started = int(time.time())
     state = ServerState()
 
@@ -240,6 +250,12 @@ def observe(request: Request, status: int) -> None:
 
 def run_server(settings: Settings) -> None:
     keys = load_api_keys(settings)
+    limit = min(settings.max_best_of, settings.parallel or DEFAULT_PARALLEL)
+    if settings.best_of > limit:
+        raise ConfigError(
+            f"best_of is {settings.best_of}, but a Conclave here holds at most {limit} candidates "
+            "(max_best_of, parallel)"
+        )
     runtime = Runtime(settings)  # NOTE: after the keys, so a bad key file fails before loading
     app = create_app(runtime, settings, keys)
     log.info("serving", url=f"http://{settings.host}:{settings.port}", auth=bool(keys))

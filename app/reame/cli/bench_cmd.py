@@ -79,10 +79,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "archive of its own) and/or against --url servers",
     )
     c.add_argument(
+        "--structure",
+        action="store_true",
+        help="decode speed with Il Suggeritore on and off (and no speculation) on fresh lists, "
+        "tables, JSON arrays and prose; greedy outputs compared; in process",
+    )
+    c.add_argument(
         "--completions",
         action="store_true",
         help="with --spec: text completions instead of chats (for a base model such as "
         "gemma3-270m, which has no chat template)",
+    )
+    c.add_argument(
+        "--conclave",
+        action="store_true",
+        help="a quiz: one greedy answer, 5 sampled answers in turn, and a Conclave of 5 (with "
+        "and without its early stop): wall time, tokens and accuracy; in process",
     )
     c.add_argument(
         "--after-restart",
@@ -99,6 +111,10 @@ def bench(args: argparse.Namespace) -> int:
         return bench_prefix(args)
     if args.spec:
         return bench_spec(args)
+    if args.structure:
+        return bench_structure(args)
+    if args.conclave:
+        return bench_conclave(args)
     if args.after_restart:
         raise ConfigError("--after-restart goes with --prefix or --spec")
     if args.url or args.in_process:
@@ -178,6 +194,54 @@ def bench_spec(args: argparse.Namespace) -> int:
     _print_tables(tables, args.runs)
     for name, ok in checks.items():
         print(f"{'yes' if ok else 'NO '}  {name}")
+    return 0
+
+
+def bench_conclave(args: argparse.Namespace) -> int:
+    from reame.bench.conclave_runner import QUIZ, N
+    from reame.bench.conclave_runner import bench_conclave as run_conclave
+
+    if args.url or args.runs < 1:
+        raise ConfigError("--conclave runs in process, with --runs of at least 1 and no --url")
+    # NOTE: no Palimpsest: every mode writes the same seeded texts, and whichever came later
+    # would draft them from the archive the earlier one filled
+    settings = _settings(args).model_copy(update={"palimpsest": False})
+    if settings.parallel is None or settings.parallel < N:
+        settings = settings.model_copy(update={"parallel": N})
+    # NOTE: a synthetic model writes noise: every candidate runs to max_tokens, its answers are
+    # no answers, and 3 questions time it as well as 10
+    questions = 3 if args.synthetic else len(QUIZ)
+    with Runtime(settings) as runtime:
+        rows, checks = asyncio.run(
+            run_conclave(
+                runtime,
+                args.runs,
+                args.max_tokens,
+                _progress,
+                num_questions=questions,
+                ignore_eos=bool(args.synthetic),
+            )
+        )
+        print(f"model: {runtime.model.name}; threads {runtime.tuned.threads}; runs {args.runs}")
+    for title, row in rows.items():
+        print(f"== {title}")
+        for key, value in row.items():
+            print(f"  {key:<40} {value:10.3f}")
+    for name, ok in checks.items():
+        print(f"{'yes' if ok else 'NO '}  {name}")
+    return 0
+
+
+def bench_structure(args: argparse.Namespace) -> int:
+    from reame.bench import structure_report
+    from reame.bench.structure_engines import bench_in_process
+
+    if args.url or args.in_process or args.runs < 1:
+        raise ConfigError("--structure runs in process, with --runs of at least 1 and no --url")
+    settings = _settings(args)
+    report = bench_in_process(settings, args.runs, _progress)
+    header = {"model": str(settings.model_path or settings.model), "runs": args.runs}
+    print((structure_report.as_json if args.json else structure_report.as_table)(header, report))
     return 0
 
 

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import re
 import sys
+from dataclasses import dataclass
 
+from reame.autotune import DEFAULT_PARALLEL
 from reame.cli.common import add_settings_flags, settings_from_args
+from reame.conclave.answers import compile_rule
+from reame.conclave.convene import convene
 from reame.engine.request import FinishEvent
+from reame.errors import ConfigError
 from reame.runtime import Runtime, sampling_defaults
 from reame.sampling import SamplingParams
-from reame.service import Service, build_sampling
+from reame.service import Job, Service, build_sampling
 
 HELP_TEXT = (
     "Type a message and press Enter. /clear forgets the conversation, /bye (or Ctrl-D) exits."
@@ -24,6 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float)
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--seed", type=int)
+    p.add_argument(
+        "--best-of",
+        type=int,
+        metavar="N",
+        help="the Conclave: sample N answers together and print the one most of them agree on",
+    )
+    p.add_argument("--vote-on", help="what is voted on: auto, number, choice, line, or a regex")
     p.set_defaults(handler=run)
 
 
@@ -31,11 +45,25 @@ def run(args: argparse.Namespace) -> int:
     loaded = settings_from_args(args, default_log_level="warning")
     options = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
     params = build_sampling(sampling_defaults(loaded.settings), **options)
+    settings = loaded.settings
+    best_of = args.best_of if args.best_of is not None else settings.best_of
+    if best_of < 1:
+        raise ConfigError(f"--best-of is {best_of}; it counts candidates, at least 1")
+    if best_of > 1 and settings.parallel is None:
+        settings = settings.model_copy(update={"parallel": max(best_of, DEFAULT_PARALLEL)})
+    if settings.parallel is not None and best_of > settings.parallel:
+        raise ConfigError(
+            f"--best-of {best_of} needs as many sequences; parallel is {settings.parallel}"
+        )
+    try:
+        rule = compile_rule(args.vote_on or settings.vote_on)
+    except ValueError as exc:
+        raise ConfigError(f"--vote-on: {exc}") from None
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
         prompt = sys.stdin.read()
-    with Runtime(loaded.settings) as runtime:
-        chat = Chat(runtime.service, params, args.system)
+    with Runtime(settings) as runtime:
+        chat = Chat(runtime.service, params, args.system, Vote(best_of, rule))
         if prompt is not None:
             chat.say(prompt)
             return 0
@@ -44,11 +72,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(slots=True, frozen=True)
+class Vote:
+    best_of: int  # 1: no Conclave
+    rule: str | re.Pattern[str]
+
+
 class Chat:
     """A conversation in the terminal. A model without a chat template gets plain completion."""
 
-    def __init__(self, service: Service, params: SamplingParams, system: str | None) -> None:
-        self.service, self.params, self.system = service, params, system
+    def __init__(
+        self, service: Service, params: SamplingParams, system: str | None, vote: Vote
+    ) -> None:
+        self.service, self.params, self.system, self.vote = service, params, system, vote
         self.messages: list[dict[str, str]] = []
         self.is_chat = service.model.chat_template is not None
         if not self.is_chat:
@@ -86,6 +122,29 @@ class Chat:
             prompt = self.service.chat_prompt(self.messages)
         else:
             prompt = self.service.text_prompt(text)
+        answer = self._convene(prompt) if self.vote.best_of > 1 else self._stream(prompt)
+        sys.stdout.write("\n")
+        if self.is_chat:
+            self.messages.append({"role": "assistant", "content": answer})
+
+    def _convene(self, prompt: list[int]) -> str:
+        """Print the winning candidate's text, and the tally on stderr."""
+        n = self.vote.best_of
+        verdict = asyncio.run(convene(self.service, Job(prompt, self.params), n, self.vote.rule))
+        if (failed := verdict.failed) is not None:
+            raise ConfigError(f"the Conclave failed: {failed.error or failed.reason}")
+        sys.stdout.write(verdict.winner.text)
+        t = verdict.tally
+        votes = sorted(t.votes.items(), key=lambda kv: -len(kv[1]))
+        tally = ", ".join(f"{a!r}: {len(v)}" for a, v in votes) or "no answers"
+        print(
+            f"\n(conclave of {n}: {tally}; {len(t.abstained)} without an answer, "
+            f"{len(t.stopped)} stopped early)",
+            file=sys.stderr,
+        )
+        return verdict.winner.text
+
+    def _stream(self, prompt: list[int]) -> str:
         parts: list[str] = []
         for event in self.service.stream(prompt, self.params):
             piece = event.text
@@ -94,6 +153,4 @@ class Chat:
             sys.stdout.flush()
             if isinstance(event, FinishEvent) and event.reason == "length":
                 print("\n(stopped at max_tokens)", file=sys.stderr)
-        sys.stdout.write("\n")
-        if self.is_chat:
-            self.messages.append({"role": "assistant", "content": "".join(parts)})
+        return "".join(parts)

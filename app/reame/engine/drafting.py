@@ -1,12 +1,35 @@
-"""Putting draft tokens after the next token of each decoding sequence, before a step."""
+"""Putting draft tokens after the next token of each decoding sequence, before a step.
+
+Every drafter that proposes for free (a lookup, Il Suggeritore) is asked, and the proposal that
+promises most tokens a second wins, by the controller's figures for its drafter: a short
+suggestion that is nearly always right can beat a long lookup that is mostly wrong. Il
+Suggeritore's form may be followed by what the context lookup finds after it (the words that
+filled the same form before), as one run whose shares are booked to each. A drafter that runs
+a model is asked only where nothing ranked above it proposed, as its proposal costs a forward
+pass a token.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence as Seq
+from dataclasses import dataclass
 
 from reame.engine.sequence import Sequence
-from reame.spec.speculation import Speculation
+from reame.spec.context_lookup import ContextLookup
+from reame.spec.controller import SpecController
+from reame.spec.speculation import DraftSource, Speculation
+from reame.spec.suggeritore import Suggeritore
+
+
+@dataclass(slots=True, frozen=True)
+class Proposal:
+    parts: tuple[tuple[str, int], ...]  # (drafter, number of its tokens), in order
+    tokens: list[int]
+
+    @property
+    def source(self) -> str:
+        return self.parts[0][0] if len(self.parts) == 1 else DraftSource(self.parts)
 
 
 def add_drafts(spec: Speculation, running: Seq[Sequence], context_length: int) -> None:
@@ -18,18 +41,59 @@ def add_drafts(spec: Speculation, running: Seq[Sequence], context_length: int) -
         seq.drafts = []
         if not seq.drafters:
             continue
-        params = seq.request.params
-        room = min(context_length - len(seq.tokens) - 1, params.max_tokens - seq.num_generated - 1)
-        for name in controller.order(list(seq.drafters)):
-            wanted = controller.draft_length(name, len(decoding) - 1, params.speculation)
-            k = min(wanted, room)
-            if k <= 0:
-                continue
-            started = time.perf_counter()
-            proposal = seq.drafters[name].propose(seq.tokens, k)[:k]
-            controller.record_proposal(name, time.perf_counter() - started, k)
-            if proposal:
-                seq.drafts, seq.draft_source = proposal, name
-                seq.tokens.extend(proposal)
-                break
+        proposal = best_proposal(controller, seq, len(decoding) - 1, context_length)
+        if proposal is not None:
+            seq.drafts, seq.draft_source = proposal.tokens, proposal.source
+            seq.tokens.extend(proposal.tokens)
     spec.publish()
+
+
+def best_proposal(
+    controller: SpecController, seq: Sequence, batch_tokens: int, context_length: int
+) -> Proposal | None:
+    """The proposal of `seq`'s drafters that gives most tokens a second beside `batch_tokens`
+    other tokens; a probe of a drafter the controller turned off goes first, so that it can
+    come back."""
+    params = seq.request.params
+    room = min(context_length - len(seq.tokens) - 1, params.max_tokens - seq.num_generated - 1)
+    found: list[Proposal] = []
+    lengths: dict[str, int] = {}
+    for name in controller.order(list(seq.drafters)):
+        drafter = seq.drafters[name]
+        if drafter.runs_a_model and found:
+            continue
+        k = lengths[name] = min(
+            controller.draft_length(name, batch_tokens, params.speculation), room
+        )
+        if k <= 0:
+            continue
+        is_probe = controller.is_probing(name)
+        started = time.perf_counter()
+        tokens = drafter.propose(seq.tokens, k)[:k]
+        controller.record_proposal(name, time.perf_counter() - started, k)
+        if not tokens:
+            continue
+        proposal = Proposal(((name, len(tokens)),), tokens)
+        if drafter.runs_a_model or is_probe:
+            return proposal
+        found.append(proposal)
+    if not found:
+        return None
+    found += _continued(seq, found, lengths.get(ContextLookup.name, 0))
+    return max(found, key=lambda p: controller.rate(p.parts, batch_tokens))
+
+
+def _continued(seq: Sequence, found: list[Proposal], length: int) -> list[Proposal]:
+    """Il Suggeritore's proposal followed by the context lookup's continuation of it, within
+    the run length the controller gives the lookup."""
+    lookup = seq.drafters.get(ContextLookup.name)
+    if not isinstance(lookup, ContextLookup):
+        return []
+    out = []
+    for p in found:
+        if p.parts[0][0] == Suggeritore.name and length > len(p.tokens):
+            more = lookup.continue_after(seq.tokens, p.tokens, length - len(p.tokens))
+            if more:
+                parts = (*p.parts, (ContextLookup.name, len(more)))
+                out.append(Proposal(parts, p.tokens + more))
+    return out

@@ -28,10 +28,10 @@ from reame.engine.request import (
     SavedState,
     Sink,
     TokenEvent,
-    common_length,
 )
 from reame.engine.schedule import Work, plan_step
 from reame.engine.sequence import Sequence
+from reame.engine.slots import Slots
 from reame.errors import EngineBusyError, InvalidRequestError
 from reame.llama import Context, DecodeError, Model
 from reame.sampling import Sampled, Sampler, SamplingParams
@@ -40,7 +40,6 @@ from reame.spec.speculation import Speculation
 log = structlog.get_logger("reame.engine")
 
 SWITCH_INTERVAL_SECONDS = 0.001
-MIN_REUSE = 32  # tokens of a free slot's KV worth reusing rather than emptying the slot
 
 
 @dataclass(slots=True, frozen=True)
@@ -76,9 +75,7 @@ class Engine:
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
-        self._free_slots = set(range(context.shape.num_sequences))
-        # free slots whose KV still holds a finished prompt: (its tokens, its chunk ends)
-        self._resident: dict[int, tuple[list[int], list[int]]] = {}
+        self._slots = Slots(context, keeps_prompts=on_snapshot is not None)
         self._wake_hooks: tuple[weakref.WeakMethod[Callable[[], None]], ...] = ()
         self._wake_hooks_lock = threading.Lock()
         self._published = (-1, -1)  # running and waiting, as the gauges last showed them
@@ -118,6 +115,9 @@ class Engine:
     def submit(self, request: GenerationRequest, sink: Sink) -> None:
         """Queue a request; raises InvalidRequestError at once if it can never be served, and
         EngineBusyError if every running and waiting place is taken."""
+        self._enter(self._sequence(request, sink), 1)
+
+    def _sequence(self, request: GenerationRequest, sink: Sink) -> Sequence:
         sampler = self.check(request.prompt, request.params)
         seq = Sequence(request, sink, sampler, TextStream(request.params.stop))
         seq.tokens.extend(request.prompt)
@@ -125,13 +125,36 @@ class Engine:
             seq.drafters = self._spec.drafters(seq.num_prompt)
         if self._on_snapshot is not None:
             seq.snapshots_due = sorted({p for p in request.snapshot_at if 0 < p <= seq.num_prompt})
+        return seq
+
+    def _enter(self, seq: Sequence, count: int) -> None:
         with self._in_flight_lock:
-            if self._num_in_flight >= self._max_in_flight:
+            if self._num_in_flight + count > self._max_in_flight:
                 raise EngineBusyError(
                     f"all {self._max_in_flight} request places are taken; retry shortly"
                 )
-            self._num_in_flight += 1
+            self._num_in_flight += count
         self._inbox.put(seq)
+
+    def submit_group(self, requests: list[GenerationRequest], sinks: list[Sink]) -> None:
+        """Queue requests with one prompt whose KV is computed once: the first computes it, the
+        others then get a copy of its KV and sample their first token from its logits (each
+        with its own sampler). Admitted together, when that many sequences are free."""
+        limit = self.context.shape.num_sequences
+        if len(requests) > limit:
+            raise InvalidRequestError(
+                f"{len(requests)} candidates need as many sequences; this server runs {limit} "
+                "(num_sequences)",
+                param="best_of",
+            )
+        if any(r.prompt != requests[0].prompt for r in requests):
+            raise ValueError("a group's requests share one prompt")
+        seqs = [self._sequence(r, s) for r, s in zip(requests, sinks, strict=True)]
+        leader, followers = seqs[0], seqs[1:]
+        for seq in followers:
+            seq.snapshots_due = []
+        leader.forks = followers
+        self._enter(leader, len(seqs))
 
     def add_wake_hook(self, hook: Callable[[], None]) -> None:
         """`hook` (a bound method, held weakly) runs on the engine thread whenever it is about
@@ -206,53 +229,25 @@ class Engine:
                 self._waiting.remove(seq)
                 self._finish(seq, "abort")
                 return
-        for seq in self._running:
+        for seq in [*self._running, *self._waiting]:
             if seq.request.request_id == request_id:
                 seq.is_aborted = True
+            for fork in seq.forks:
+                if fork.request.request_id == request_id:
+                    fork.is_aborted = True
 
     def _admit(self) -> None:
         for seq in [s for s in self._running if s.is_aborted]:
             self._finish(seq, "abort")
-        # NOTE: every slot owns a full context of KV cells, so a free slot is all it takes
-        while self._waiting and self._free_slots:
+        # NOTE: every slot owns a full context of KV cells, so a free slot is all it takes (a
+        # group takes one for each of its sequences at once; the queue waits behind it)
+        while self._waiting and self._slots.num_free > len(self._waiting[0].forks):
             seq = self._waiting.popleft()
             self._running.append(seq)
-            if not self._reuse_resident(seq):
-                seq.slot = self._take_empty_slot()
-                if seq.request.prefix is not None:
-                    self._restore(seq, seq.request.prefix)
+            self._slots.place(seq)
+            for fork in seq.forks:
+                fork.slot = self._slots.take_empty()
         self._publish_counts()
-
-    def _reuse_resident(self, seq: Sequence) -> bool:
-        """Take the free slot whose KV still holds the longest reusable prefix of this prompt,
-        if that beats restoring the request's prefix: nothing is copied (llama-server's slot
-        reuse, up to a chunk end so the rest is computed as a cold request computes it)."""
-        prompt = seq.request.prompt[:-1]
-        best_slot, best = -1, 0
-        for slot, (tokens, ends) in self._resident.items():
-            common = common_length(tokens, prompt)
-            reuse = max((e for e in ends if e <= common), default=0)
-            if reuse > best:
-                best_slot, best = slot, reuse
-        prefix = seq.request.prefix
-        if best < MIN_REUSE or (prefix is not None and prefix.common_length(prompt) > best):
-            return False
-        self._free_slots.remove(best_slot)
-        del self._resident[best_slot]
-        seq.slot = best_slot
-        self.context.remove(best_slot, best)
-        seq.num_computed = seq.num_cached = best
-        seq.chunk_ends = [best]
-        seq.snapshots_due = [p for p in seq.snapshots_due if p > best]
-        return True
-
-    def _take_empty_slot(self) -> int:
-        """The lowest free slot holding nothing, else the lowest free slot, emptied."""
-        slot = min(self._free_slots - self._resident.keys(), default=min(self._free_slots))
-        self._free_slots.remove(slot)
-        if self._resident.pop(slot, None) is not None:
-            self.context.remove(slot)
-        return slot
 
     def _publish_counts(self) -> None:
         counts = (len(self._running), len(self._waiting))
@@ -260,17 +255,6 @@ class Engine:
             self._published = counts
             metrics.RUNNING.set(counts[0])
             metrics.WAITING.set(counts[1])
-
-    def _restore(self, seq: Sequence, prefix: SavedState) -> None:
-        """Load a saved state and keep its common prefix with the prompt; at least the last
-        prompt token is computed again, since its logits pick the first new token."""
-        common = prefix.common_length(seq.request.prompt[:-1])
-        if common == 0 or not self.context.load_state(seq.slot, prefix.data):
-            return
-        self.context.remove(seq.slot, common)
-        seq.num_computed = seq.num_cached = common
-        seq.chunk_ends = [common]
-        seq.snapshots_due = [p for p in seq.snapshots_due if p > common]
 
     def _step(self) -> None:
         running = self._running
@@ -289,6 +273,7 @@ class Engine:
         seq_ids: list[int] = []
         wants_logits: list[bool] = []
         outputs: list[tuple[Sequence, int, int]] = []  # sequence, first output index, count
+        num_prompt_computed = 0
         for part in plan:
             seq = running[part.index]
             end = part.start + part.count
@@ -298,6 +283,7 @@ class Engine:
             wants_logits.extend([part.is_verify] * part.count)
             if end <= seq.num_prompt:
                 seq.chunk_ends.append(end)
+            num_prompt_computed += max(0, min(end, seq.num_prompt) - part.start)
             if part.wants_logits:
                 wants_logits[-1] = True
                 count = part.count if part.is_verify else 1
@@ -315,6 +301,8 @@ class Engine:
         seconds = time.perf_counter() - started
         metrics.STEP_SECONDS.observe(seconds)
         metrics.STEP_SEQUENCES.observe(len(plan))
+        if num_prompt_computed:
+            metrics.PROMPT_TOKENS_COMPUTED.inc(num_prompt_computed)
         if self._spec is not None:
             self._spec.controller.record_step(len(tokens), seconds)
         self.max_sequences_in_step = max(self.max_sequences_in_step, len(plan))
@@ -325,6 +313,8 @@ class Engine:
             if seq.drafts:
                 self._verify(seq, first, count)
             else:
+                if seq.forks:
+                    self._fork(seq, first)
                 self._advance(seq, first)
 
     def _verify(self, seq: Sequence, first: int, count: int) -> None:
@@ -361,6 +351,28 @@ class Engine:
             kept = tuple(seq.tokens[: seq.num_computed])
             self._on_snapshot(SavedState(kept, self.context.save_state(seq.slot)))
 
+    def _fork(self, leader: Sequence, batch_index: int) -> None:
+        """The leader's prompt is in its KV: each follower gets a copy of it and samples its
+        first token from the same logits, then runs on its own."""
+        forks, leader.forks = leader.forks, []
+        for seq in [s for s in forks if s.is_aborted]:
+            self._slots.release(seq, keep_prompt=False)
+            self._finish(seq, "abort")
+        forks = [s for s in forks if not s.is_aborted]
+        try:
+            self.context.copy(leader.slot, [s.slot for s in forks])
+        except RuntimeError as exc:
+            for seq in forks:
+                self._slots.release(seq, keep_prompt=False)
+                self._finish(seq, "error", error=str(exc))
+            return
+        for seq in forks:
+            seq.num_computed = leader.num_computed
+            seq.num_cached = seq.num_prompt  # NOTE: none of it computed for this one
+            seq.chunk_ends = list(leader.chunk_ends)
+            self._running.append(seq)
+            self._advance(seq, batch_index)
+
     def _advance(self, seq: Sequence, batch_index: int) -> None:
         sampled = seq.sampler.sample(self.context.logits(batch_index), seq.tokens)
         reason = self._take(seq, sampled)
@@ -383,6 +395,11 @@ class Engine:
         return None
 
     def _finish(self, seq: Sequence, reason: str, error: str | None = None) -> None:
+        for fork in seq.forks:  # the leader ends before its prompt did: so do its followers
+            if fork.slot >= 0:
+                self._slots.release(fork, keep_prompt=False)
+            self._finish(fork, reason, error)
+        seq.forks = []
         state = None
         request = seq.request
         if (
@@ -394,15 +411,7 @@ class Engine:
             kept = tuple(seq.tokens[: seq.num_computed])
             state = SavedState(kept, self.context.save_state(seq.slot))
         if seq.slot >= 0:
-            keep = max(seq.chunk_ends, default=0) if reason in ("stop", "length") else 0
-            if self._on_snapshot is not None and keep >= MIN_REUSE:
-                # NOTE: the prompt's KV stays in the free slot for a request that starts alike
-                self.context.remove(seq.slot, keep)
-                self._resident[seq.slot] = (seq.tokens[:keep], seq.chunk_ends)
-            else:
-                self.context.remove(seq.slot)
-            self._free_slots.add(seq.slot)
-            seq.slot = -1
+            self._slots.release(seq, keep_prompt=reason in ("stop", "length"))
             self._running.remove(seq)
         if self._spec is not None and reason in ("stop", "length"):
             self._spec.learn(seq.tokens, seq.num_prompt)

@@ -29,6 +29,8 @@ class Sequence:
     drafters: dict[str, Drafter] = field(default_factory=dict)  # none: no speculation
     drafts: list[int] = field(default_factory=list)  # at the end of tokens, for this step
     draft_source: str = ""
+    # the rest of a group sharing this prompt: they start from its KV once it is computed
+    forks: list[Sequence] = field(default_factory=list)
 
     @property
     def next_snapshot(self) -> int:

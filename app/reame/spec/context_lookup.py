@@ -13,19 +13,26 @@ class ContextLookup:
     """One sequence's drafter; indexes its history incrementally as it grows."""
 
     name = "context"
+    runs_a_model = False
 
     def __init__(self) -> None:
         self._last: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in SIZES}
         self._indexed = 0  # tokens of the history indexed so far
 
     def propose(self, history: Sequence[int], k: int) -> list[int]:
+        return self.continue_after(history, [], k)
+
+    def continue_after(self, history: Sequence[int], drafts: list[int], k: int) -> list[int]:
+        """What followed, earlier in the history, the n-gram that `drafts` (put after the
+        history, not yet verified) end with; the drafts are looked up, never indexed."""
         if k <= 0:
             return []
         self._index(history, upto=len(history) - 1)  # NOTE: not the newest n-gram itself
+        text = [*history[-max(SIZES) :], *drafts] if drafts else history
         for n in SIZES:
-            if len(history) <= n:
+            if len(text) <= n:
                 continue
-            start = self._last[n].get(tuple(history[-n:]))
+            start = self._last[n].get(tuple(text[-n:]))
             if start is not None:
                 return list(history[start : min(start + k, len(history))])
         return []

@@ -14,12 +14,14 @@ back when the traffic changes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # NOTE: at most 48: llama.cpp's CPU flash attention takes another path (other rounding) for 64
 # or more queries of a sequence, and greedy output would no longer be the same as without drafts
 LENGTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48)
 SMOOTHING = 0.1
+MAX_STEP_CHANGE = 2.0
 PROBE_EVERY = 128  # decisions at k = 0 between two probes (a probe costs: 1% at most)
 PROBE_LENGTH = 2
 # the share of the steps between two probes that drafting a probe may cost: a draft model first
@@ -35,6 +37,7 @@ class _DrafterStats:
     acceptance: float = 0.8
     is_enabled: bool = True
     skipped: int = 0
+    runs: int = 0  # verify runs of its drafts
     proposed: int = 0
     accepted: int = 0
     seconds_per_draft: float = 0.0  # what proposing costs, a token (a draft model's steps)
@@ -52,7 +55,15 @@ class SpecController:
     # -- what it measures --------------------------------------------------------------------
 
     def record_step(self, num_tokens: int, seconds: float) -> None:
+        """One step's time counts for at most twice (or half) what the size was thought to
+        cost: on a shared host one step now and then waits seconds for the CPU, and an average
+        it dragged up would turn drafting off for hundreds of steps."""
         old = self.step_seconds.get(num_tokens)
+        if old is None and not self.step_seconds:
+            self.step_seconds[num_tokens] = seconds
+            return
+        expected = old if old is not None else self._cost(num_tokens)
+        seconds = min(max(seconds, expected / MAX_STEP_CHANGE), expected * MAX_STEP_CHANGE)
         self.step_seconds[num_tokens] = (
             seconds if old is None else old + SMOOTHING * (seconds - old)
         )
@@ -62,6 +73,7 @@ class SpecController:
         if proposed <= 0:
             return
         stats = self._stats(drafter)
+        stats.runs += 1
         stats.proposed += proposed
         stats.accepted += accepted
         # each draft tried is one Bernoulli trial: the kept ones, then the refused one
@@ -122,6 +134,23 @@ class SpecController:
                 best, best_rate = k, rate
         return best
 
+    def rate(self, parts: Sequence[tuple[str, int]], batch_tokens: int) -> float:
+        """Tokens a second that verifying a run of drafts is expected to give one sequence
+        beside `batch_tokens` others; `parts`: how many drafts of which drafter, in order."""
+        expected, kept, proposing = 1.0, 1.0, 0.0
+        for drafter, count in parts:
+            stats = self._stats(drafter)
+            proposing += count * stats.seconds_per_draft
+            for _ in range(count):
+                kept *= stats.acceptance
+                expected += kept
+        num_drafts = sum(count for _, count in parts)
+        return expected / (self._cost(batch_tokens + 1 + num_drafts) + proposing)
+
+    def is_probing(self, drafter: str) -> bool:
+        """The last length asked of this drafter was a probe of a drafter that is off."""
+        return self._stats(drafter).is_probing
+
     def is_enabled(self, drafter: str) -> bool:
         if self.mode != "auto":
             return self.mode == "on"
@@ -141,12 +170,12 @@ class SpecController:
         measured = self.step_seconds.get(num_tokens)
         if measured is not None:
             return measured
-        one = self.step_seconds.get(1, 1.0)
-        known = [(n, t) for n, t in self.step_seconds.items() if n < num_tokens]
-        if known:  # scale from the nearest smaller size measured
-            n, t = max(known)
+        smaller = [(n, t) for n, t in self.step_seconds.items() if n < num_tokens]
+        larger = [(n, t) for n, t in self.step_seconds.items() if n > num_tokens]
+        if smaller or larger:  # scale from the nearest size measured, smaller ones first
+            n, t = max(smaller) if smaller else min(larger)
             return t * (num_tokens / n) ** 0.75
-        return one * num_tokens**0.75
+        return num_tokens**0.75
 
 
 def _expected_tokens(acceptance: float, k: int) -> float:

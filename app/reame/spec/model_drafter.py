@@ -96,6 +96,7 @@ class ModelDrafter:
     """One sequence's drafter over the shared draft model."""
 
     name = "draft-model"
+    runs_a_model = True
 
     def __init__(self, draft: DraftModel) -> None:
         self.draft, self.slot = draft, -1

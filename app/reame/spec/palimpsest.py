@@ -80,6 +80,7 @@ class Palimpsest:
     """Thread-safe: the engine proposes, the service adds, a refresh reads other processes'."""
 
     name = "palimpsest"
+    runs_a_model = False
 
     def __init__(
         self, root: Path | None, fingerprint: str, max_bytes: int, segment_bytes: int = 4 << 20

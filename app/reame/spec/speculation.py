@@ -21,6 +21,19 @@ log = structlog.get_logger("reame.speculation")
 PROMPT_CONTEXT = 16
 
 
+class DraftSource(str):
+    """Names the drafter of a verify run; for a run one drafter started and another went on
+    with (Il Suggeritore's form, then the context's words after it), each one's share in order
+    as (name, number of drafts). NOTE: a str, because the engine hands it over as a name."""
+
+    parts: tuple[tuple[str, int], ...]
+
+    def __new__(cls, parts: Sequence[tuple[str, int]]) -> DraftSource:
+        source = super().__new__(cls, "+".join(name for name, _ in parts))
+        source.parts = tuple(parts)
+        return source
+
+
 @dataclass(slots=True)
 class Speculation:
     controller: SpecController
@@ -41,11 +54,21 @@ class Speculation:
 
     def booked(self, drafter: str, proposed: int, verified: int, accepted: int) -> None:
         """A verify run: `accepted` of the `verified` drafts kept (of `proposed`: the step's
-        token budget may cut a run short)."""
-        self.controller.record_drafts(drafter, verified, accepted)
-        metrics.SPEC_DRAFTED.labels(drafter).inc(verified)
-        metrics.SPEC_ACCEPTED.labels(drafter).inc(accepted)
-        metrics.SPEC_LENGTH.labels(drafter).set(proposed)
+        token budget may cut a run short). A run that drafters made together (a DraftSource)
+        is booked to each for its own share, as far as the run got to it."""
+        parts = drafter.parts if isinstance(drafter, DraftSource) else ((drafter, proposed),)
+        offset = 0
+        for name, count in parts:
+            if accepted < offset:
+                break  # the run stopped before this drafter's share
+            share_verified = min(max(verified - offset, 0), count)
+            if share_verified > 0:
+                share_accepted = min(accepted - offset, count)
+                self.controller.record_drafts(name, share_verified, share_accepted)
+                metrics.SPEC_DRAFTED.labels(name).inc(share_verified)
+                metrics.SPEC_ACCEPTED.labels(name).inc(share_accepted)
+            metrics.SPEC_LENGTH.labels(name).set(count)
+            offset += count
 
     def drafters(self, num_prompt: int) -> dict[str, Drafter]:
         """A fresh set for a sequence whose prompt is `num_prompt` tokens."""

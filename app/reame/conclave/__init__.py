@@ -1,0 +1,1 @@
+"""The Conclave: best-of-N candidates decoded together, their answers put to a vote."""

@@ -1,0 +1,92 @@
+"""The engine's sequences (llama seq_ids, "slots"): which are free, and which free ones still
+hold a finished prompt's KV that a request starting alike can go on from. Engine thread only."""
+
+from __future__ import annotations
+
+from reame.engine.request import SavedState, common_length
+from reame.engine.sequence import Sequence
+from reame.llama import Context
+
+MIN_REUSE = 32  # tokens of a free slot's KV worth reusing rather than emptying the slot
+
+
+class Slots:
+    def __init__(self, context: Context, keeps_prompts: bool) -> None:
+        self.context = context
+        self._keeps_prompts = keeps_prompts
+        self._free = set(range(context.shape.num_sequences))
+        # free slots whose KV still holds a finished prompt: (its tokens, its chunk ends)
+        self._resident: dict[int, tuple[list[int], list[int]]] = {}
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    def place(self, seq: Sequence) -> None:
+        """Give an admitted sequence a slot: one whose KV holds a long enough start of its
+        prompt, else an empty one with the request's saved prefix restored, if it has one."""
+        if self._reuse_resident(seq):
+            return
+        seq.slot = self.take_empty()
+        if seq.request.prefix is not None:
+            self._restore(seq, seq.request.prefix)
+
+    def _reuse_resident(self, seq: Sequence) -> bool:
+        """Take the free slot whose KV still holds the longest reusable prefix of this prompt,
+        if that beats restoring the request's prefix (llama-server's slot reuse, up to a chunk
+        end so the rest is computed as a cold request computes it)."""
+        prompt = seq.request.prompt[:-1]
+        best_slot, best = -1, 0
+        for slot, (tokens, ends) in self._resident.items():
+            common = common_length(tokens, prompt)
+            reuse = max((e for e in ends if e <= common), default=0)
+            if reuse > best:
+                best_slot, best = slot, reuse
+        prefix = seq.request.prefix
+        if best < MIN_REUSE or (prefix is not None and prefix.common_length(prompt) > best):
+            return False
+        self._free.remove(best_slot)
+        del self._resident[best_slot]
+        seq.slot = best_slot
+        self.context.remove(best_slot, best)
+        # NOTE: reloaded where it is: left in place, the cells gave other greedy tokens than the
+        # same prefix restored (llama.cpp's CPU kernels on an AVX2 EPYC, measured); reloaded,
+        # they are laid out as a restore lays them. A copy within the slot: 7 MB for 315 tokens
+        self.context.load_state(best_slot, self.context.save_state(best_slot))
+        _starts_at(seq, best)
+        return True
+
+    def take_empty(self) -> int:
+        """The lowest free slot holding nothing, else the lowest free slot, emptied."""
+        slot = min(self._free - self._resident.keys(), default=min(self._free))
+        self._free.remove(slot)
+        if self._resident.pop(slot, None) is not None:
+            self.context.remove(slot)
+        return slot
+
+    def _restore(self, seq: Sequence, prefix: SavedState) -> None:
+        """Load a saved state and keep its common prefix with the prompt; at least the last
+        prompt token is computed again, since its logits pick the first new token."""
+        common = prefix.common_length(seq.request.prompt[:-1])
+        if common == 0 or not self.context.load_state(seq.slot, prefix.data):
+            return
+        self.context.remove(seq.slot, common)
+        _starts_at(seq, common)
+
+    def release(self, seq: Sequence, keep_prompt: bool) -> None:
+        """Free a sequence's slot; with `keep_prompt` (and a prefix cache) its prompt's KV stays
+        there for a request that starts alike."""
+        keep = max(seq.chunk_ends, default=0) if keep_prompt else 0
+        if self._keeps_prompts and keep >= MIN_REUSE:
+            self.context.remove(seq.slot, keep)
+            self._resident[seq.slot] = (seq.tokens[:keep], seq.chunk_ends)
+        else:
+            self.context.remove(seq.slot)
+        self._free.add(seq.slot)
+        seq.slot = -1
+
+
+def _starts_at(seq: Sequence, num_cached: int) -> None:
+    seq.num_computed = seq.num_cached = num_cached
+    seq.chunk_ends = [num_cached]
+    seq.snapshots_due = [p for p in seq.snapshots_due if p > num_cached]
