@@ -33,8 +33,8 @@ class Slots:
 
     def _reuse_resident(self, seq: Sequence) -> bool:
         """Take the free slot whose KV still holds the longest reusable prefix of this prompt,
-        if that beats restoring the request's prefix (llama-server's slot reuse, up to a chunk
-        end so the rest is computed as a cold request computes it)."""
+        if that beats restoring the request's prefix: nothing is copied (llama-server's slot
+        reuse, up to a chunk end so the rest is computed as a cold request computes it)."""
         prompt = seq.request.prompt[:-1]
         best_slot, best = -1, 0
         for slot, (tokens, ends) in self._resident.items():
@@ -49,10 +49,6 @@ class Slots:
         del self._resident[best_slot]
         seq.slot = best_slot
         self.context.remove(best_slot, best)
-        # NOTE: reloaded where it is: left in place, the cells gave other greedy tokens than the
-        # same prefix restored (llama.cpp's CPU kernels on an AVX2 EPYC, measured); reloaded,
-        # they are laid out as a restore lays them. A copy within the slot: 7 MB for 315 tokens
-        self.context.load_state(best_slot, self.context.save_state(best_slot))
         _starts_at(seq, best)
         return True
 
