@@ -15,7 +15,7 @@ from reame.engine.sequence import Sequence
 from reame.sampling import Sampler, SamplingParams
 from reame.spec.context_lookup import ContextLookup
 from reame.spec.controller import SpecController
-from reame.spec.speculation import DraftSource, Speculation
+from reame.spec.speculation import Speculation
 
 # where a k-token step costs k^0.75 steps (runs of drafts that are right pay)
 BATCH_COST = {n: 0.008 * n**0.75 for n in range(1, 50)}
@@ -109,15 +109,14 @@ def test_the_suggeritores_form_is_continued_by_the_lookup_and_each_books_its_sha
     assert c.draft_length("context", 0) == 6  # the run's length: 2 of form, 4 looked up
     assert proposal.tokens == [92, 93, 20, 21, 22, 90]
     assert proposal.parts == (("suggeritore", 2), ("context", 4))
-    source = proposal.source
-    assert isinstance(source, DraftSource) and source == "suggeritore+context"
+    assert proposal.source == "suggeritore+context"
 
     spec = Speculation(c)
-    spec.booked(source, proposed=6, verified=6, accepted=3)  # its form kept, one word more
+    spec.booked(proposal.parts, verified=6, accepted=3)  # its form kept, one word more
     assert (c.drafters["suggeritore"].runs, c.drafters["suggeritore"].proposed) == (1, 2)
     assert c.drafters["suggeritore"].accepted == 2
     assert (c.drafters["context"].proposed, c.drafters["context"].accepted) == (4, 1)
-    spec.booked(source, proposed=6, verified=6, accepted=1)  # its form refused: no lookup run
+    spec.booked(proposal.parts, verified=6, accepted=1)  # its form refused: no lookup run
     assert c.drafters["suggeritore"].accepted == 3 and c.drafters["context"].runs == 1
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from reame.engine.sequence import Sequence
 from reame.spec.context_lookup import ContextLookup
 from reame.spec.controller import SpecController
-from reame.spec.speculation import DraftSource, Speculation
+from reame.spec.speculation import Speculation
 from reame.spec.suggeritore import Suggeritore
 
 
@@ -29,7 +29,8 @@ class Proposal:
 
     @property
     def source(self) -> str:
-        return self.parts[0][0] if len(self.parts) == 1 else DraftSource(self.parts)
+        """The drafters' names, joined by + (for logs and tests)."""
+        return "+".join(name for name, _ in self.parts)
 
 
 def add_drafts(spec: Speculation, running: Seq[Sequence], context_length: int) -> None:
@@ -43,7 +44,7 @@ def add_drafts(spec: Speculation, running: Seq[Sequence], context_length: int) -
             continue
         proposal = best_proposal(controller, seq, len(decoding) - 1, context_length)
         if proposal is not None:
-            seq.drafts, seq.draft_source = proposal.tokens, proposal.source
+            seq.drafts, seq.draft_parts = proposal.tokens, proposal.parts
             seq.tokens.extend(proposal.tokens)
     spec.publish()
 

@@ -321,13 +321,13 @@ class Engine:
         """Keep the drafts the model agrees with and its own next token; roll the rest back."""
         start = seq.num_computed - count  # where the decode token sits
         drafts = seq.drafts[: count - 1]  # the budget may have cut the run short
-        source, proposed = seq.draft_source, len(seq.drafts)
+        parts = seq.draft_parts
         seq.drafts = []
         del seq.tokens[start + 1 :]
         kept = seq.sampler.verify(drafts, lambda i: self.context.logits(first + i), seq.tokens)
         accepted = len(kept) - 1
         assert self._spec is not None  # only a sequence with drafters has drafts
-        self._spec.booked(source, proposed, len(drafts), accepted)
+        self._spec.booked(parts, len(drafts), accepted)
         seq.num_computed = start + 1 + accepted
         reason = None
         for sampled in kept:

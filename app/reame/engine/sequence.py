@@ -9,6 +9,7 @@ from reame.detokenize import TextStream
 from reame.engine.request import GenerationRequest, Sink
 from reame.sampling import Sampler
 from reame.spec.drafter import Drafter
+from reame.spec.speculation import DraftParts
 
 
 @dataclass(slots=True)
@@ -28,7 +29,7 @@ class Sequence:
     chunk_ends: list[int] = field(default_factory=list)
     drafters: dict[str, Drafter] = field(default_factory=dict)  # none: no speculation
     drafts: list[int] = field(default_factory=list)  # at the end of tokens, for this step
-    draft_source: str = ""
+    draft_parts: DraftParts = ()  # who drafted them
     # the rest of a group sharing this prompt: they start from its KV once it is computed
     forks: list[Sequence] = field(default_factory=list)
 

@@ -21,17 +21,9 @@ log = structlog.get_logger("reame.speculation")
 PROMPT_CONTEXT = 16
 
 
-class DraftSource(str):
-    """Names the drafter of a verify run; for a run one drafter started and another went on
-    with (Il Suggeritore's form, then the context's words after it), each one's share in order
-    as (name, number of drafts). NOTE: a str, because the engine hands it over as a name."""
-
-    parts: tuple[tuple[str, int], ...]
-
-    def __new__(cls, parts: Sequence[tuple[str, int]]) -> DraftSource:
-        source = super().__new__(cls, "+".join(name for name, _ in parts))
-        source.parts = tuple(parts)
-        return source
+# a verify run's drafters in order, each with its number of drafts: one drafter, or Il
+# Suggeritore's form and then the context lookup's words after it
+DraftParts = tuple[tuple[str, int], ...]
 
 
 @dataclass(slots=True)
@@ -52,11 +44,10 @@ class Speculation:
                 metrics.SPEC_ENABLED.labels(name).set(int(is_enabled))
                 log.info("speculation", drafter=name, enabled=is_enabled)
 
-    def booked(self, drafter: str, proposed: int, verified: int, accepted: int) -> None:
-        """A verify run: `accepted` of the `verified` drafts kept (of `proposed`: the step's
-        token budget may cut a run short). A run that drafters made together (a DraftSource)
-        is booked to each for its own share, as far as the run got to it."""
-        parts = drafter.parts if isinstance(drafter, DraftSource) else ((drafter, proposed),)
+    def booked(self, parts: DraftParts, verified: int, accepted: int) -> None:
+        """A verify run: `accepted` of the `verified` drafts kept (the step's token budget may
+        have cut the run short); each drafter is booked for its own share, as far as the run
+        got to it."""
         offset = 0
         for name, count in parts:
             if accepted < offset:
