@@ -99,9 +99,7 @@ class Call:
             engine.check(job.prompt, job.params)
         if self.best_of > 1:
             self.vote_rule = self._vote_rule(body.vote_on or served.vote_on)
-            if not engine.has_room(self.best_of):
-                raise EngineBusyError("every sequence and waiting place is taken; retry shortly")
-        elif not engine.has_room(len(self.jobs)):
+        if not engine.has_room(self.best_of if self.best_of > 1 else len(self.jobs)):
             raise EngineBusyError("every sequence and waiting place is taken; retry shortly")
         self.choices = [fmt.Choice(i) for i in range(len(self.jobs))]
         self.is_first_token_seen = False
@@ -111,7 +109,7 @@ class Call:
         """How many candidates vote (1: no Conclave); a 400 for what a Conclave cannot do."""
         served = self.served
         if body.best_of is None:  # NOTE: the configured default only where it can apply
-            simple = body.n == 1 and session_id is None and len(self._prompt_count(body)) == 1
+            simple = body.n == 1 and session_id is None and self._num_prompts(body) == 1
             return served.best_of if simple else 1
         limit = min(served.max_best_of, served.runtime.engine.context.shape.num_sequences)
         if body.best_of > limit:
@@ -127,7 +125,7 @@ class Call:
         if body.best_of > 1:
             for reason, ok in (
                 ("n must be 1 with best_of", body.n == 1),
-                ("best_of takes one prompt", len(self._prompt_count(body)) == 1),
+                ("best_of takes one prompt", self._num_prompts(body) == 1),
                 ("best_of cannot be used with a session", session_id is None),
             ):
                 if not ok:
@@ -135,8 +133,8 @@ class Call:
         return body.best_of
 
     @staticmethod
-    def _prompt_count(body: ChatRequest | CompletionRequest) -> list[object]:
-        return [None] if isinstance(body, ChatRequest) else list(body.prompts())
+    def _num_prompts(body: ChatRequest | CompletionRequest) -> int:
+        return 1 if isinstance(body, ChatRequest) else len(body.prompts())
 
     @staticmethod
     def _vote_rule(rule: str) -> str | re.Pattern[str]:
@@ -151,10 +149,8 @@ class Call:
     def _totals(self) -> dict[str, object]:
         """Each prompt counts once, however many choices it has (as OpenAI counts it); a
         Conclave's completion tokens are all its candidates' (all were computed)."""
-        if self.verdict is not None:
-            lead = self.verdict.candidates[0].finish
-            cached = lead.num_cached_tokens if lead else 0
-            return fmt.usage(len(self.jobs[0].prompt), self.verdict.num_completion_tokens, cached)
+        if (v := self.verdict) is not None:
+            return fmt.usage(len(self.jobs[0].prompt), v.num_completion_tokens, v.num_cached_tokens)
         firsts = range(0, len(self.jobs), self.body.n)
         prompt = sum(len(self.jobs[i].prompt) for i in firsts)
         cached = sum(f.num_cached_tokens for i in firsts if (f := self.choices[i].finish))
@@ -218,8 +214,7 @@ class Call:
             metrics.TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - self.started)
             metrics.GENERATED_TOKENS.inc(verdict.num_completion_tokens)
             metrics.PROMPT_TOKENS.inc(winner.finish.num_prompt_tokens)
-            lead = verdict.candidates[0].finish
-            metrics.CACHED_PROMPT_TOKENS.inc(lead.num_cached_tokens if lead else 0)
+            metrics.CACHED_PROMPT_TOKENS.inc(verdict.num_cached_tokens)
 
     async def response(self) -> dict[str, object]:
         if self.best_of > 1:

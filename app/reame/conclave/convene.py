@@ -49,6 +49,12 @@ class Verdict:
             c.finish.num_completion_tokens if c.finish else len(c.tokens) for c in self.candidates
         )
 
+    @property
+    def num_cached_tokens(self) -> int:
+        """The prompt tokens the first candidate, which computed the prompt, did not compute."""
+        lead = self.candidates[0].finish
+        return lead.num_cached_tokens if lead is not None else 0
+
     def summary(self) -> dict[str, object]:
         return {**self.tally.summary(), "tokens_saved": self.tokens_saved}
 
