@@ -58,6 +58,7 @@ class FakeHub:
     _interruption: _Interruption | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: _Server | None = None
+    bind: str = "127.0.0.1"  # "0.0.0.0" lets a container reach it through the bridge gateway
 
     def add(self, repo: str, filename: str, data: bytes) -> str:
         """Publish a file; return its sha256 (what the hub sends as its ETag)."""
@@ -122,7 +123,7 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
 
     def __init__(self, hub: FakeHub) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__((hub.bind, 0), _Handler)
         self.hub = hub
 
 

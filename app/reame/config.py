@@ -5,6 +5,7 @@ Built at the edge (CLI or app factory); components below take only the slice the
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping
@@ -112,6 +113,12 @@ class Settings(BaseSettings):
     repetition_penalty: float = Field(1.0, gt=0.0, le=10.0)
     max_tokens: int = Field(512, ge=1)
 
+    hold_on_error: bool = Field(
+        False,
+        description="a `reame serve` that cannot start keeps answering /health with the reason "
+        "instead of exiting (containers, where an exit means a restart loop)",
+    )
+
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "console", "json"] = "auto"
 
@@ -203,9 +210,8 @@ def load_settings(
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
     path = find_config_file(config_file, environ)
     file_values = _read_toml(path) if path else {}
-    env_keys = {
-        k[len(ENV_PREFIX) :].lower() for k in environ if k.upper().startswith(ENV_PREFIX)
-    } & set(Settings.model_fields)
+    env_keys = {k[len(ENV_PREFIX) :].lower() for k in environ if k.upper().startswith(ENV_PREFIX)}
+    _refuse_unknown_variables(env_keys - {"config"})
 
     origins: dict[str, str] = {}
     for name in Settings.model_fields:
@@ -229,6 +235,15 @@ def load_settings(
     except ValidationError as exc:
         raise ConfigError(_describe(exc, origins)) from exc
     return LoadedSettings(settings, origins, path)
+
+
+def _refuse_unknown_variables(names: set[str]) -> None:
+    """A misspelt variable (REAME_API_KEY for REAME_API_KEYS) would otherwise be ignored in
+    silence: here, an unauthenticated server."""
+    for name in sorted(names - set(Settings.model_fields)):
+        close = difflib.get_close_matches(name, Settings.model_fields, n=1)
+        hint = f"; did you mean {ENV_PREFIX}{close[0].upper()}?" if close else ""
+        raise ConfigError(f"unknown setting {ENV_PREFIX}{name.upper()} in the environment{hint}")
 
 
 def _describe(exc: ValidationError, origins: Mapping[str, str]) -> str:

@@ -60,8 +60,25 @@ def _init_backend() -> None:
     global _is_backend_ready
     if not _is_backend_ready:
         lc.llama_log_set(_route_llama_log, ctypes.c_void_p(0))
+        _load_cpu_variants()
         lc.llama_backend_init()
         _is_backend_ready = True
+
+
+def _load_cpu_variants() -> None:
+    """A portable build (GGML_CPU_ALL_VARIANTS, the Docker image) keeps one CPU backend per
+    instruction set beside libggml; ggml looks for them only beside the executable and in the
+    working directory, so point it at them. It loads the best one this CPU supports."""
+    lib_dir = Path(lc.__file__).parent / "lib"
+    if not any(lib_dir.glob("libggml-cpu-*")):
+        return  # a build for one CPU links its backend in
+    # NOTE: looked up through libllama's handle, which reaches the libggml libllama itself uses;
+    # a wheel holds copies, not symlinks, so opening libggml.so by path would load a second
+    # libggml whose backend registry libllama never sees
+    load = lc.llama_cpp._lib.ggml_backend_load_all_from_path
+    load.argtypes = [ctypes.c_char_p]
+    load.restype = None
+    load(str(lib_dir).encode())
 
 
 class DecodeError(RuntimeError):

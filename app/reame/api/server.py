@@ -22,7 +22,8 @@ from reame.api.errors import ApiError, from_validation_error
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.autotune import DEFAULT_PARALLEL
 from reame.config import Settings
-from reame.errors import ConfigError, EngineBusyError, InvalidRequestError
+from reame.errors import ConfigError, EngineBusyError, InvalidRequestError, ReameError
+from reame.preflight import state_problem
 from reame.runtime import Runtime
 from reame.sessions import SessionStore
 
@@ -43,7 +44,10 @@ def model_names(settings: Settings, runtime: Runtime) -> tuple[str, frozenset[st
     return model_id, frozenset({model_id, spec, runtime.model.name, runtime.model_path.stem})
 
 
-def create_app(runtime: Runtime, settings: Settings, keys: list[str]) -> Sanic:
+def create_app(
+    runtime: Runtime, settings: Settings, keys: list[str], problem: str | None = None
+) -> Sanic:
+    """`problem`: what is wrong with the deployment while serving goes on; /health says it."""
     app = Sanic("reame", configure_logging=False)
     app.config.MOTD = False
     app.config.REQUEST_MAX_SIZE = settings.max_body_bytes
@@ -107,6 +111,8 @@ def create_app(runtime: Runtime, settings: Settings, keys: list[str]) -> Sanic:
 
     @app.get("/health")
     async def health(_: Request) -> HTTPResponse:
+        if problem:
+            return json({"status": "degraded", "reason": problem}, status=503)
         return json({"status": "ok"})
 
     @app.get("/ready")
@@ -249,16 +255,53 @@ def observe(request: Request, status: int) -> None:
 
 
 def run_server(settings: Settings) -> None:
-    keys = load_api_keys(settings)
-    limit = min(settings.max_best_of, settings.parallel or DEFAULT_PARALLEL)
-    if settings.best_of > limit:
-        raise ConfigError(
-            f"best_of is {settings.best_of}, but a Conclave here holds at most {limit} candidates "
-            "(max_best_of, parallel)"
-        )
-    runtime = Runtime(settings)  # NOTE: after the keys, so a bad key file fails before loading
-    app = create_app(runtime, settings, keys)
+    try:
+        keys, problem, runtime = prepare(settings)
+    except ReameError as exc:
+        if not settings.hold_on_error:
+            raise
+        failure = exc  # NOTE: held outside this block, so nothing later chains onto it
+    else:
+        failure = None
+    if failure is not None:
+        hold(failure, settings.host, settings.port)
+        return
+    if problem:
+        log.error("state not persisted", reason=problem)
+    app = create_app(runtime, settings, keys, problem)
     log.info("serving", url=f"http://{settings.host}:{settings.port}", auth=bool(keys))
     if not keys:
         log.warning("no API keys configured: the server is unauthenticated", host=settings.host)
     app.run(host=settings.host, port=settings.port, single_process=True, access_log=False)
+
+
+def prepare(settings: Settings) -> tuple[list[str], str | None, Runtime]:
+    """Keys, what is wrong with the state directories, and the loaded runtime."""
+    keys = load_api_keys(settings)
+    limit = min(settings.max_best_of, settings.parallel or DEFAULT_PARALLEL)
+    if settings.best_of > limit:
+        raise ConfigError(
+            f"best_of is {settings.best_of}, but a Conclave here holds at most {limit} "
+            "candidates (max_best_of, parallel)"
+        )
+    problem = state_problem(settings)
+    return keys, problem, Runtime(settings)  # NOTE: last: a bad key file fails before loading
+
+
+def hold(error: ReameError, host: str, port: int) -> None:
+    """Reame could not start: answer every request with why (503), /health included, so a
+    container shows the reason in its health status instead of restarting in a loop."""
+    log.error("cannot start", reason=str(error))
+    failure = ApiError(503, f"Reame could not start: {error}", code=error.code)
+    app = Sanic("reame_hold", configure_logging=False)
+    app.config.MOTD = False
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+    @app.route("/", methods=methods, name="root")
+    @app.route("/<path:path>", methods=methods)
+    async def answer(request: Request, path: str = "") -> HTTPResponse:
+        if request.path == "/health":
+            return json({"status": "error", "reason": failure.message}, status=503)
+        return error_response(failure)
+
+    app.run(host=host, port=port, single_process=True, access_log=False)

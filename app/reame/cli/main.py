@@ -10,6 +10,7 @@ from reame.cli import (
     bench_cmd,
     cache_cmd,
     config_cmd,
+    health_cmd,
     models_cmd,
     palimpsest_cmd,
     run_cmd,
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     models_cmd.register(sub)
     bench_cmd.register(sub)
     config_cmd.register(sub)
+    health_cmd.register(sub)
     cache_cmd.register(sub)
     palimpsest_cmd.register(sub)
     return parser

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Mapping
 
 from reame.cli.common import add_settings_flags, settings_from_args
+from reame.errors import ConfigError
+from reame.log import configure_logging
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,8 +27,29 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from reame.api.server import run_server  # NOTE: Sanic is imported only when serving
+    from reame.api.server import hold, run_server  # NOTE: Sanic is imported only when serving
 
-    loaded = settings_from_args(args, host=args.host, port=args.port, api_keys=args.api_keys)
+    try:
+        loaded = settings_from_args(args, host=args.host, port=args.port, api_keys=args.api_keys)
+    except ConfigError as exc:
+        address = hold_address(args, os.environ)
+        if address is None:
+            raise
+        configure_logging(
+            "info", "json" if os.environ.get("REAME_LOG_FORMAT") == "json" else "auto"
+        )
+        hold(exc, *address)
+        return 0
     run_server(loaded.settings)
     return 0
+
+
+def hold_address(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str, int] | None:
+    """Where to report settings that do not load, when REAME_HOLD_ON_ERROR asks for it: the
+    settings themselves are wrong, so the flags and the bare variables decide."""
+    if environ.get("REAME_HOLD_ON_ERROR", "").strip().lower() not in {"1", "true", "yes", "on"}:
+        return None
+    port = args.port or environ.get("REAME_PORT", "")
+    return args.host or environ.get("REAME_HOST") or "127.0.0.1", int(port) if str(
+        port
+    ).isdigit() else 8000

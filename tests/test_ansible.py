@@ -1,0 +1,177 @@
+"""ansible/: the playbook parses, passes ansible-lint (production profile), and converges.
+
+The converge runs ansible/molecule/default: provision-oracle.yml in venv mode on a systemd Debian
+bookworm container, then again to prove idempotence (changed=0), then a chat completion and a
+/health request from outside through the firewall the playbook opened. The model comes from
+tests/fake_hub.py (the real SmolLM2 file, served on the docker bridge so the container reaches
+it); llama-cpp-python from the prebuilt wheels in REAME_WHEELS_DIR (compiling it in the test
+host would take 15 minutes), e.g. docker/Dockerfile's `wheels` stage:
+
+    DOCKER_BUILDKIT=1 docker build -f docker/Dockerfile --target wheels -o type=local,dest=DIR .
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fake_hub import FakeHub
+from reame.models.catalog import CATALOG
+
+ROOT = Path(__file__).resolve().parent.parent
+ANSIBLE = ROOT / "ansible"
+SCENARIO = ANSIBLE / "molecule" / "default"
+TEST_IMAGE = "reame-test/systemd-bookworm:local"  # the name molecule.yml uses
+
+
+def tool(name: str) -> str:
+    """The tool from the running Python's environment, else from PATH; skip if it is neither."""
+    beside = Path(sys.executable).parent / name
+    path = str(beside) if beside.is_file() else shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed (pip install ansible ansible-lint molecule ...)")
+    return path
+
+
+def run(cmd: list[str], timeout: float, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    kwargs.setdefault("env", {**os.environ, "NO_COLOR": "1"})
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, check=False, **kwargs
+    )
+
+
+def test_the_playbook_parses() -> None:
+    out = run(
+        [
+            tool("ansible-playbook"),
+            "--syntax-check",
+            "-i",
+            "inventory.example.ini",
+            "provision-oracle.yml",
+        ],
+        timeout=120,
+        cwd=ANSIBLE,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_ansible_lint_passes_the_production_profile() -> None:
+    # ansible/.ansible-lint asks for the production profile; --offline: no Galaxy here
+    out = run([tool("ansible-lint"), "--offline"], timeout=300, cwd=ANSIBLE)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Profile 'production' was required, and it passed" in out.stdout + out.stderr
+
+
+# -- the converge on a systemd test host ---------------------------------------------------------
+
+
+def docker_bridge_gateway() -> str:
+    """The host's address on the default docker bridge: where a container reaches the host."""
+    if shutil.which("docker") is None:
+        pytest.skip("no docker CLI to run the test host with")
+    out = run(["docker", "network", "inspect", "bridge"], timeout=60)
+    if out.returncode != 0:
+        pytest.skip(f"no Docker engine to run the test host in: {out.stderr.strip()}")
+    gateway = re.search(r'"Gateway":\s*"([0-9.]+)"', out.stdout)
+    if gateway:
+        return gateway[1]
+    subnet = re.search(r'"Subnet":\s*"([0-9./]+)"', out.stdout)
+    assert subnet, f"the bridge network has neither a gateway nor a subnet: {out.stdout}"
+    return str(next(ipaddress.ip_network(subnet[1]).hosts()))
+
+
+@pytest.fixture
+def bridge_hub(smollm2_path: Path) -> Iterator[FakeHub]:
+    """The hub with the real SmolLM2 file, listening where the test container reaches it."""
+    address = docker_bridge_gateway()
+    entry = CATALOG["smollm2-135m"]
+    hub = FakeHub(bind=address)
+    hub.add(entry.hf_repo, entry.hf_file, smollm2_path.read_bytes())
+    hub.start()
+    hub.url = hub.url.replace("127.0.0.1", address)
+    try:
+        yield hub
+    finally:
+        hub.stop()
+
+
+@pytest.fixture
+def wheels() -> Path:
+    """The prebuilt wheels (checked first: without them nothing else is worth starting)."""
+    value = os.environ.get("REAME_WHEELS_DIR", "")
+    if not value:
+        pytest.skip(
+            "REAME_WHEELS_DIR is not set: it names a directory holding a prebuilt "
+            "llama_cpp_python wheel for this machine (docker/Dockerfile's `wheels` stage)"
+        )
+    path = Path(value)
+    if not any(path.glob("llama_cpp_python-*.whl")):
+        pytest.skip(f"REAME_WHEELS_DIR={value} holds no llama_cpp_python-*.whl")
+    return path.resolve()
+
+
+def recap(output: str) -> list[str]:
+    """The PLAY RECAP lines of the test host, one per ansible-playbook run."""
+    return re.findall(r"^reame-test-host\s+:\s+ok=.*$", output, flags=re.M)
+
+
+@pytest.mark.model
+@pytest.mark.timeout(2400)
+def test_converge_is_idempotent_and_healthy(
+    wheels: Path, bridge_hub: FakeHub, tmp_path: Path
+) -> None:
+    molecule = tool("molecule")
+    dist = tmp_path / "dist"
+    built = run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(dist), str(ROOT)],
+        timeout=600,
+    )
+    if built.returncode != 0:
+        pytest.fail(built.stdout + built.stderr)
+    (package,) = dist.glob("reame-*.whl")
+
+    image = run(
+        ["docker", "build", "-t", TEST_IMAGE, str(SCENARIO)],
+        timeout=900,
+        env={**os.environ, "DOCKER_BUILDKIT": "0"},
+    )
+    if image.returncode != 0:
+        pytest.fail(image.stdout + image.stderr)
+
+    env = {
+        **os.environ,
+        "REAME_TEST_PACKAGE": str(package),
+        "REAME_WHEELS_DIR": str(wheels),
+        "REAME_TEST_HUB": bridge_hub.url,
+        "NO_COLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "PY_COLORS": "0",
+    }
+    out = run([molecule, "test"], timeout=2300, cwd=ANSIBLE, env=env)
+    log = out.stdout + out.stderr
+    (tmp_path / "molecule.log").write_text(log)
+    recaps = recap(log)
+    print(
+        "\n".join(
+            ["PLAY RECAP of the test host (prepare, converge, idempotence, verify):", *recaps]
+        )
+    )
+    if out.returncode != 0:
+        pytest.fail(f"molecule test failed (exit {out.returncode}):\n{log[-20000:]}")
+    # prepare, converge, the idempotence run and verify, in that order
+    assert len(recaps) == 4, log[-20000:]
+    assert "failed=0" in recaps[1] and "changed=0" not in recaps[1]
+    assert re.search(r"\bchanged=0\b.*\bfailed=0\b", recaps[2]), recaps[2]
+    assert "failed=0" in recaps[3]
+    model_file = CATALOG["smollm2-135m"].hf_file
+    assert [get.path for get in bridge_hub.gets() if get.path.endswith(model_file)], (
+        "the model was not pulled from the hub"
+    )

