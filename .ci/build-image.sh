@@ -11,6 +11,7 @@ build() {
 }
 build -t "${REAME_IMAGE:-reame:local}" >/tmp/docker-build.log 2>&1 \
     || { tail -40 /tmp/docker-build.log; exit 1; }
+rm -rf "$wheels"
 build --target wheels -o "type=local,dest=$wheels" >>/tmp/docker-build.log 2>&1 \
     || { tail -40 /tmp/docker-build.log; exit 1; }
 ls "$wheels"
