@@ -255,14 +255,13 @@ def observe(request: Request, status: int) -> None:
 
 
 def run_server(settings: Settings) -> None:
+    failure = None
     try:
         keys, problem, runtime = prepare(settings)
     except ReameError as exc:
         if not settings.hold_on_error:
             raise
         failure = exc  # NOTE: held outside this block, so nothing later chains onto it
-    else:
-        failure = None
     if failure is not None:
         hold(failure, settings.host, settings.port)
         return

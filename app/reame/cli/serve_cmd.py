@@ -6,7 +6,10 @@ import argparse
 import os
 from collections.abc import Mapping
 
+from pydantic import TypeAdapter, ValidationError
+
 from reame.cli.common import add_settings_flags, settings_from_args
+from reame.config import ENV_PREFIX, Settings
 from reame.errors import ConfigError
 from reame.log import configure_logging
 
@@ -46,10 +49,14 @@ def serve(args: argparse.Namespace) -> int:
 
 def hold_address(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str, int] | None:
     """Where to report settings that do not load, when REAME_HOLD_ON_ERROR asks for it: the
-    settings themselves are wrong, so the flags and the bare variables decide."""
-    if environ.get("REAME_HOLD_ON_ERROR", "").strip().lower() not in {"1", "true", "yes", "on"}:
+    settings themselves are wrong, so the flags, the bare variables and the defaults decide."""
+    try:
+        wanted = TypeAdapter(bool).validate_python(environ.get(f"{ENV_PREFIX}HOLD_ON_ERROR") or 0)
+    except ValidationError:
         return None
-    port = args.port or environ.get("REAME_PORT", "")
-    return args.host or environ.get("REAME_HOST") or "127.0.0.1", int(port) if str(
-        port
-    ).isdigit() else 8000
+    if not wanted:
+        return None
+    fields = Settings.model_fields
+    host = args.host or environ.get(f"{ENV_PREFIX}HOST") or fields["host"].default
+    port = str(args.port or environ.get(f"{ENV_PREFIX}PORT", ""))
+    return host, int(port) if port.isdigit() else fields["port"].default
