@@ -27,10 +27,12 @@ def compose_command() -> list[str]:
 def compose(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """compose.yaml as shipped: neither a developer's .env nor their COMPOSE_* variables."""
+    """compose.yaml as shipped: neither a developer's .env nor their COMPOSE_* variables; a
+    test adds an override file through COMPOSE_FILE in `env`."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_")}
+    files = [] if env and "COMPOSE_FILE" in env else ["-f", str(COMPOSE_FILE)]
     return subprocess.run(
-        [*compose_command(), "--env-file", os.devnull, "-f", str(COMPOSE_FILE), *args],
+        [*compose_command(), "--env-file", os.devnull, *files, *args],
         cwd=ROOT,
         env={**clean, **(env or {})},
         capture_output=True,

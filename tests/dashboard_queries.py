@@ -62,6 +62,19 @@ def drive_traffic(client: OpenAI) -> None:
     )
 
 
+def wait_for_a_scrape(url: str, wait: float = 120) -> None:
+    """Until Prometheus has scraped the server as it is now, so that the traffic that follows
+    shows as an increase and not as the counters' first values."""
+    since = time.time()
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        body = httpx.get(f"{url}/api/v1/query", params={"query": "timestamp(up == 1)"}, timeout=10)
+        if any(float(s["value"][1]) > since for s in body.json()["data"]["result"]):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"Prometheus at {url} did not scrape the server within {wait} s")
+
+
 def why_no_data(url: str, expr: str, legend: str) -> str | None:
     """None when the query returns a number, else what is wrong with it."""
     body = httpx.get(f"{url}/api/v1/query", params={"query": grafana_expr(expr)}, timeout=10)

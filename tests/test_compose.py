@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from openai import OpenAI
 
-from compose_cli import compose
-from dashboard_queries import SHOP, chat, drive_traffic, panels_without_data
+from compose_cli import COMPOSE_FILE, compose
+from dashboard_queries import SHOP, chat, drive_traffic, panels_without_data, wait_for_a_scrape
 from fake_hub import FakeHub
 from server_process import free_port
 
@@ -51,10 +51,16 @@ def engine() -> docker.DockerClient:
 
 
 @pytest.fixture(scope="module")
-def project(engine: docker.DockerClient, smollm2_path: Path) -> Iterator[dict[str, str]]:
+def project(
+    engine: docker.DockerClient, smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
     """A compose project of its own (volumes and network), the model pulled into its volume
-    from a stand-in hub, torn down with its volumes at the end."""
+    from a stand-in hub, torn down with its volumes at the end. Speculation is on, not auto,
+    so that the drafts the dashboard shows happen whatever the machine's load."""
+    override = tmp_path_factory.mktemp("compose") / "spec-on.yaml"
+    override.write_text('services:\n  reame:\n    environment:\n      REAME_SPEC: "on"\n')
     env = {
+        "COMPOSE_FILE": f"{COMPOSE_FILE}:{override}",
         "COMPOSE_PROJECT_NAME": f"reame-test-{uuid.uuid4().hex[:8]}",
         "REAME_PUBLISH": f"127.0.0.1:{free_port()}",
         "PROMETHEUS_PUBLISH": f"127.0.0.1:{free_port()}",
@@ -129,7 +135,12 @@ def test_compose_up_serves_and_prometheus_answers_every_dashboard_query(
     restarted = compose("restart", "reame", env=project, timeout=120)
     assert restarted.returncode == 0, restarted.stderr
     up(project)
-    drive_traffic(client)
+    prometheus = f"http://{project['PROMETHEUS_PUBLISH']}"
+    # NOTE: twice, a scrape apart: a labelled series (per drafter) is born with the first draft,
+    # and an increase needs a sample of it before more come
+    for _ in range(2):
+        wait_for_a_scrape(prometheus)
+        drive_traffic(client)
 
-    failing = panels_without_data(f"http://{project['PROMETHEUS_PUBLISH']}", wait=90)
+    failing = panels_without_data(prometheus, wait=90)
     assert not failing, "panels without data:\n" + failing + "\n" + logs(project)

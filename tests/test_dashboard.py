@@ -24,13 +24,15 @@ from dashboard_queries import (
     grafana_expr,
     panels,
     panels_without_data,
+    wait_for_a_scrape,
 )
 from reame import metrics
 from server_process import ServerProcess, free_port
 from state_dirs import new_state_dir
 
 ROOT = Path(__file__).parents[1]
-ARGS = ("--threads", "2", "--parallel", "4", "--context-length", "1024")
+# NOTE: speculation on, not auto: the drafts the dashboard shows happen whatever the load
+ARGS = ("--threads", "2", "--parallel", "4", "--context-length", "1024", "--spec", "on")
 PROVISIONING = ROOT / "docker/grafana/provisioning"
 PROMETHEUS_CONFIG = ROOT / "docker/prometheus/prometheus.yml"
 
@@ -95,6 +97,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             binary, tmp_path_factory.mktemp("prometheus"), f"127.0.0.1:{server.port}"
         )
         try:
+            wait_for_a_scrape(url)
             drive_traffic(OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0))
             yield url
         finally:
