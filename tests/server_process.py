@@ -21,7 +21,11 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, entry: str | None = None
+    ) -> None:
+        """`entry`: a script to run instead of `python -m reame.cli.main` (one that puts a
+        fault into the real server)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("REAME_")}
@@ -31,7 +35,14 @@ class ServerProcess:
         full_env.setdefault("REAME_STATE_DIR", str(new_state_dir()))
         self.state_dir = Path(full_env["REAME_STATE_DIR"])
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "reame.cli.main", "serve", "--port", str(self.port), *args],
+            [
+                sys.executable,
+                *([entry] if entry else ["-m", "reame.cli.main"]),
+                "serve",
+                "--port",
+                str(self.port),
+                *args,
+            ],
             env=full_env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -72,3 +83,25 @@ class ServerProcess:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+def small_server(
+    *args: str,
+    parallel: int = 2,
+    context_length: int = 512,
+    threads: int = 2,
+    env: dict[str, str] | None = None,
+    entry: str | None = None,
+) -> ServerProcess:
+    """A server of a few short sequences on this machine's two threads: most HTTP tests'."""
+    return ServerProcess(
+        "--threads",
+        str(threads),
+        "--parallel",
+        str(parallel),
+        "--context-length",
+        str(context_length),
+        *args,
+        env=env,
+        entry=entry,
+    )

@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 
 from disk_faults import mount, tmpfs
 from reame import metrics
-from reame.cache.disk_tier import SUFFIX, DiskTier
+from reame.cache.disk_tier import SUFFIX, DiskTier, evict
 from reame.cache.keys import group_chain, group_of, prefix_key
+from reame.cache.maintenance import prune
 from reame.cache.prefix_cache import CacheConfig, Hit, PrefixCache
 from reame.cache.snapshot_format import SnapshotError, decode, encode, read_header
 from reame.engine.request import SavedState
@@ -477,3 +478,60 @@ def test_the_byte_budgets_hold_and_every_hit_is_a_prefix_of_the_prompt(steps) ->
                         assert hit.state == state_of(found, data_size(found))
                 assert prefix_cache.ram.num_bytes <= RAM_BYTES
             assert part_files(root) == []
+
+
+# -- memory and disk hygiene -------------------------------------------------------------------
+
+
+def test_the_write_queue_is_bounded_in_bytes(tmp_path: Path) -> None:
+    config = CacheConfig(
+        tmp_path,
+        64 << 20,
+        1 << 30,
+        min_tokens=MIN_TOKENS,
+        queue_bytes=120_000,
+        max_write_delay=60.0,
+    )
+    cache = PrefixCache(config, FINGERPRINT)
+    busy = threading.Event()
+    busy.set()
+    cache.defer_writes_while(busy.is_set)  # the writer holds its first state, waiting
+    try:
+        drops = metric("reame_prefix_cache_write_drops_total")
+        for seed in range(5):  # 50 kB each: two fit in 120 kB
+            cache.offer(state_of(prompt(seed, 100)))
+        assert cache.queued_bytes == 100_000
+        assert metric("reame_prefix_cache_write_drops_total") == drops + 3
+        busy.clear()
+        cache.flush()
+        assert len(kvs_files(tmp_path)) == 2 and cache.queued_bytes == 0
+    finally:
+        cache.close()
+
+
+def test_emptied_directories_are_removed(tmp_path: Path) -> None:
+    tier = DiskTier(tmp_path, FINGERPRINT, 1 << 30)
+    paths = []
+    for seed in range(3):
+        tokens = prompt(seed, 100)
+        chain = group_chain(tokens)
+        path = tier.path(chain[group_of(100)], 100, prefix_key(chain, tokens, 100))
+        tier.write(path, encode(state_of(tokens, 1000), FINGERPRINT))
+        paths.append(path)
+    tier.remove(paths[0])
+    assert not paths[0].parent.exists() and paths[1].parent.exists()
+    evict(tmp_path, 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]  # no fingerprint dir left
+    (tmp_path / FINGERPRINT / "ab" / "cd").mkdir(parents=True)  # left by an older server
+    prune(tmp_path, 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
+
+
+def test_snapshot_files_and_dirs_are_private(tmp_path: Path) -> None:
+    root = tmp_path / "state" / "prefix-cache"
+    with cache_on(root) as cache:
+        cache.offer(state_of(prompt(1, 100)))
+        cache.flush()
+    assert kvs_files(root)
+    for path in [tmp_path / "state", *(tmp_path / "state").rglob("*")]:
+        assert path.stat().st_mode & 0o077 == 0, path

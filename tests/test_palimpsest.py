@@ -8,12 +8,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 from disk_faults import mount, tmpfs
+from reame import metrics
 from reame.spec.context_lookup import ContextLookup
-from reame.spec.palimpsest import Palimpsest, encode_record
+from reame.spec.palimpsest import SIZES, TOKEN_BYTES, Palimpsest, encode_record
 from reame_command import reame_command
 
 FP = "fp-test"
@@ -103,7 +105,9 @@ def test_a_flipped_bit_sets_the_file_aside_and_serving_goes_on(tmp_path: Path) -
 def test_the_archive_stays_in_its_budget_and_keeps_what_is_used(tmp_path: Path) -> None:
     record_bytes = len(encode_record(STORY))
     budget = 12 * record_bytes
-    pal = Palimpsest(tmp_path, FP, budget, segment_bytes=2 * record_bytes)
+    pal = Palimpsest(
+        tmp_path, FP, budget, segment_bytes=2 * record_bytes, max_resident_bytes=1 << 30
+    )
     pal.add(STORY)  # the oldest, but used below
     for i in range(1, 40):
         pal.add([i * 1000 + j for j in range(len(STORY))])
@@ -162,3 +166,40 @@ def test_the_command_shows_what_is_kept_and_clears_it(tmp_path: Path) -> None:
     assert Palimpsest(tmp_path, FP, 1 << 20).num_tokens == 0
     bad = palimpsest_cli("stats", "--dir", str(tmp_path / FP / "missing.pal"))
     assert bad.returncode == 0 and "empty" in bad.stdout
+
+
+def test_memory_stays_in_the_budget_and_is_reported(tmp_path: Path) -> None:
+    budget = 100 * len(STORY) * TOKEN_BYTES  # about 100 records' worth in memory
+    pal = Palimpsest(tmp_path, FP, 1 << 30, segment_bytes=20 * 172, max_resident_bytes=budget)
+    for i in range(1, 400):
+        pal.add([i * 1000 + j for j in range(len(STORY))])
+        assert pal.live_bytes <= budget
+        # the array may hold evicted records' separators until a compaction (a quarter)
+        assert pal.num_tokens * TOKEN_BYTES <= budget
+    pal.wait_for_index()
+    assert pal.propose([399000, 399001, 399002], 2) == [399003, 399004]
+    assert pal.propose([2000, 2001, 2002], 1) == []  # evicted: never drafted from
+    # the array's room to grow and not yet compacted separators, and the recent dicts, which
+    # may hold 4096 entries a size before a build is due (fixed, whatever the budget)
+    assert 0 < pal.resident_bytes < 2 * budget + 2 * len(SIZES) * 4096 * 100
+    gauge = metrics.REGISTRY.get_sample_value("reame_palimpsest_resident_bytes")
+    assert gauge == pal.resident_bytes
+
+
+def test_the_index_is_built_off_the_adding_thread(tmp_path: Path) -> None:
+    pal = Palimpsest(tmp_path, FP, 1 << 30, max_resident_bytes=1 << 30)
+    for i in range(300):  # 12k tokens: past the recent dict's 4096 entries, a build starts
+        pal.add([i * 1000 + j for j in range(len(STORY))])
+        assert pal.propose([i * 1000, i * 1000 + 1, i * 1000 + 2], 1) == [i * 1000 + 3]
+    assert pal._builder is not None and pal._builder is not threading.current_thread()
+    pal.wait_for_index()
+    assert pal._indexes[3].size > 0  # swapped in
+    assert pal.propose([5000, 5001, 5002], 1) == [5003]  # from the built index
+    assert Palimpsest(tmp_path, FP, 1 << 30).num_tokens == 300 * len(STORY)
+
+
+def test_files_are_private(tmp_path: Path) -> None:
+    pal = Palimpsest(tmp_path / "state" / "palimpsest", FP, 1 << 20)
+    pal.add(STORY)
+    for path in [tmp_path / "state", *(tmp_path / "state").rglob("*")]:
+        assert path.stat().st_mode & 0o077 == 0, path

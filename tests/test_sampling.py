@@ -166,3 +166,14 @@ def test_sampled_verify_keeps_the_distribution_of_sampling() -> None:
         probs = np.exp(logits - logits.max())
         probs /= probs.sum()
         assert chisquare(counts, counts.sum() * probs).pvalue > 1e-4
+
+
+def test_a_subnormal_temperature_or_penalty_still_picks_a_token() -> None:
+    # NOTE: a 500 before (logits / 5e-324 overflowed to inf, inf - inf is NaN, nothing was kept)
+    logits = np.array([3.0, 1.0, 2.5, -1.0], dtype=np.float32)
+    for params in (
+        SamplingParams(temperature=5e-324, seed=1),
+        SamplingParams(temperature=0.7, repetition_penalty=1e-310, seed=1),
+    ):
+        token = Sampler(params, 4).sample(logits, [0, 2])
+        assert 0 <= token.token < 4

@@ -55,6 +55,31 @@ def test_the_least_recently_used_piece_goes_first() -> None:
     assert tok.hits == hits + 2
 
 
+def test_the_pieces_kept_stay_within_a_byte_budget() -> None:
+    calls: list[str] = []
+
+    def recording(text: str, add_special: bool) -> list[int]:
+        calls.append(text)
+        return by_chars(text, add_special)
+
+    # a piece of 100 characters costs 100 + 4 * 100 bytes: two fit in 1200, not three
+    tok = SegmentTokenizer(recording, ["|"], min_chars=10, max_pieces=100, max_bytes=1200)
+    pieces = ["|" + c * 99 for c in "abc"]
+    for p in pieces:
+        tok("x" + p)  # NOTE: after a short first piece: each is tokenized without the start
+    assert tok.num_bytes == 1000
+    calls.clear()
+    tok("x" + pieces[2] + pieces[1])
+    assert calls == ["x"]  # the two most recent were kept
+    tok("x" + pieces[0])
+    assert calls == ["x", "x", pieces[0]]  # the oldest went for them
+    assert tok.num_bytes <= 1200
+    huge = "|" + "z" * 999  # alone over the budget: tokenized, never kept
+    tok("x" + huge)
+    tok("x" + huge)
+    assert calls.count(huge) == 2 and tok.num_bytes <= 1200
+
+
 def test_markers_are_found_in_a_template() -> None:
     source = "{% for m in messages %}<|im_start|>{{ m.role }}<|im_end|>{% endfor %}<start_of_turn>"
     assert marker_candidates(source) == ["<start_of_turn>", "<|im_end|>", "<|im_start|>"]

@@ -64,3 +64,16 @@ def test_delete_says_whether_there_was_a_session() -> None:
     store.open("a")
     assert store.delete("a") is True
     assert store.delete("a") is False
+
+
+def test_a_session_belongs_to_its_owner_and_one_id_names_one_session_per_owner() -> None:
+    store = SessionStore(10, 1000, 60)
+    store.save("chat", state(10), owner="alice")
+    assert store.get("chat", owner="bob") is None
+    assert store.list(owner="bob") == []
+    assert not store.delete("chat", owner="bob")
+    store.save("chat", state(30), owner="bob")  # bob's own "chat" leaves alice's alone
+    alice = store.get("chat", owner="alice")
+    assert alice is not None and alice.num_bytes == 10 and alice.num_turns == 1
+    assert [s.owner for s in store.list(owner="alice")] == ["alice"]
+    assert store.delete("chat", owner="alice") and store.get("chat", owner="bob") is not None

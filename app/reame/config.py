@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -21,7 +22,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from reame.conclave.answers import compile_rule
+from reame.conclave.answers import RULES, compile_rule
 from reame.errors import ConfigError
 
 ENV_PREFIX = "REAME_"
@@ -60,6 +61,9 @@ class Settings(BaseSettings):
     api_key_file: Path | None = Field(None, description="file with one bearer key a line")
     metrics_auth: bool = Field(False, description="require a key for /metrics too")
     max_waiting: int = Field(64, ge=0, description="requests queued beyond the running ones")
+    max_wait_seconds: float = Field(
+        300.0, ge=0, description="a queued request waiting longer is refused (429); 0: no limit"
+    )
     max_body_bytes: int = Field(1 << 20, ge=1024)
     max_n: int = Field(8, ge=1, le=64, description="largest n a request may ask for")
     best_of: int = Field(
@@ -67,7 +71,22 @@ class Settings(BaseSettings):
     )
     max_best_of: int = Field(8, ge=1, le=64, description="largest best_of a request may ask for")
     vote_on: str = Field(
-        "auto", description="answer voted on: auto, number, choice, line, or a regular expression"
+        "auto",
+        description="answer voted on: auto, number, choice, line, a name from vote_rules, or a "
+        "regular expression",
+    )
+    vote_rules: dict[str, str] = Field(
+        default_factory=dict,
+        description="named regular expressions a request may vote on by name (a request never "
+        "sends a regular expression of its own)",
+    )
+    tenancy: Literal["shared", "per_key"] = Field(
+        "shared",
+        description="shared: every key reuses every prefix and draft (one team); per_key: the "
+        "prefix cache, resident prompts and the Palimpsest are kept apart per bearer key",
+    )
+    sse_heartbeat_seconds: float = Field(
+        10.0, gt=0, le=300, description="a stream silent this long gets an SSE comment line"
     )
     drain_seconds: float = Field(30.0, ge=0, description="grace for in-flight requests on stop")
     stream_interval_ms: float = Field(
@@ -141,11 +160,25 @@ class Settings(BaseSettings):
     def _expand_user(cls, path: Path | None) -> Path | None:
         return path.expanduser() if path is not None else None
 
-    @field_validator("vote_on")
+    @field_validator("vote_rules")
     @classmethod
-    def _vote_rule(cls, rule: str) -> str:
-        compile_rule(rule)  # NOTE: a ValueError is a pydantic validation error
-        return rule
+    def _named_rules(cls, rules: dict[str, str]) -> dict[str, str]:
+        for name, pattern in rules.items():
+            if name in RULES or not name.isidentifier():
+                raise ValueError(f"vote rule name {name!r}: a word other than {', '.join(RULES)}")
+            compile_rule(pattern)  # NOTE: a ValueError is a pydantic validation error
+        return rules
+
+    @model_validator(mode="after")
+    def _vote_rule(self) -> Settings:
+        if self.vote_on not in self.vote_rules:
+            compile_rule(self.vote_on)
+        return self
+
+    @property
+    def named_vote_rules(self) -> dict[str, str | re.Pattern[str]]:
+        """What a request may name in vote_on: the built-in rules and the configured ones."""
+        return {**{r: r for r in RULES}, **{n: re.compile(p) for n, p in self.vote_rules.items()}}
 
     @property
     def prefix_cache_path(self) -> Path:

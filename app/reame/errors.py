@@ -39,3 +39,9 @@ class EngineBusyError(ReameError):
     """Every sequence and waiting place is taken: try again shortly (HTTP 429)."""
 
     code = "server_busy"
+
+
+class EngineFailedError(ReameError):
+    """The engine thread died: nothing more can be served by this process (HTTP 503)."""
+
+    code = "engine_failed"

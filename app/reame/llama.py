@@ -81,6 +81,42 @@ def _load_cpu_variants() -> None:
     load(str(lib_dir).encode())
 
 
+_CPU_DEVICE = 0  # GGML_BACKEND_DEVICE_TYPE_CPU
+_extra_buffers: list[str] | None = None
+
+
+def cpu_extra_buffers() -> list[str]:
+    """The extra weight buffer types the CPU backend offers (AMX, CPU_REPACK), as ggml names
+    them. Called after the backend is loaded."""
+    global _extra_buffers
+    if _extra_buffers is None:
+        lib = lc.llama_cpp._lib
+        for name, restype, argtypes in (
+            ("ggml_backend_dev_by_type", ctypes.c_void_p, [ctypes.c_int]),
+            ("ggml_backend_dev_backend_reg", ctypes.c_void_p, [ctypes.c_void_p]),
+            (
+                "ggml_backend_reg_get_proc_address",
+                ctypes.c_void_p,
+                [ctypes.c_void_p, ctypes.c_char_p],
+            ),
+            ("ggml_backend_buft_name", ctypes.c_char_p, [ctypes.c_void_p]),
+        ):
+            getattr(lib, name).restype, getattr(lib, name).argtypes = restype, argtypes
+        device = lib.ggml_backend_dev_by_type(_CPU_DEVICE)
+        reg = lib.ggml_backend_dev_backend_reg(device) if device else None
+        found = reg and lib.ggml_backend_reg_get_proc_address(
+            reg, b"ggml_backend_dev_get_extra_bufts"
+        )
+        names = []
+        if found:
+            get = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)(found)
+            types = get(device)
+            while types and types[len(names)]:
+                names.append(lib.ggml_backend_buft_name(types[len(names)]).decode())
+        _extra_buffers = names
+    return _extra_buffers
+
+
 class DecodeError(RuntimeError):
     """llama_decode failed; `code` 1 means no KV cache slot was free for the batch."""
 
@@ -96,6 +132,10 @@ class Model:
         _init_backend()
         params = lc.llama_model_default_params()
         params.n_gpu_layers = 0
+        # NOTE: ggml's AMX matmul segfaults on the first decode on Sapphire Rapids VMs (seen
+        # here on SmolLM2 Q4_1; llama.cpp#20824, dspy#10079): where the CPU backend offers AMX
+        # buffers, weights stay in plain CPU buffers (no AMX, no repacking)
+        params.use_extra_bufts = "AMX" not in cpu_extra_buffers()
         global _load_errors
         _load_errors = []
         try:
@@ -313,7 +353,7 @@ class Context:
 
     def load_state(self, seq_id: int, data: bytes | bytearray) -> bool:
         """Restore a saved state into a (cleared) sequence; False if llama.cpp refuses it."""
-        self.remove(seq_id)
+        self.clear(seq_id)
         # NOTE: llama.cpp only reads the buffer: point it at the bytes, no 30 MB copy
         if isinstance(data, bytearray):
             src = (ctypes.c_uint8 * len(data)).from_buffer(data)
@@ -322,7 +362,7 @@ class Context:
         ok = lc.llama_state_seq_set_data(self._ptr, src, len(data), seq_id) != 0
         del src
         if not ok:
-            self.remove(seq_id)
+            self.clear(seq_id)
         return ok
 
     def copy(self, source: int, targets: Sequence[int]) -> None:
@@ -333,7 +373,7 @@ class Context:
         into each target."""
         if self.shape.is_kv_unified:
             for target in targets:
-                self.remove(target)
+                self.clear(target)
                 lc.llama_memory_seq_cp(self._memory, source, target, -1, -1)
             return
         data = self.save_state(source)
@@ -341,9 +381,16 @@ class Context:
             if not self.load_state(target, data):
                 raise RuntimeError("llama.cpp refused a copy of a sequence's state")
 
-    def remove(self, seq_id: int, start: int = 0, end: int = -1) -> None:
-        """Drop positions [start, end) of a sequence from the KV cache (end -1: to the end)."""
-        lc.llama_memory_seq_rm(self._memory, seq_id, start, end)
+    def remove(self, seq_id: int, start: int = 0, end: int = -1) -> bool:
+        """Drop positions [start, end) of a sequence from the KV cache (end -1: to the end).
+        False if llama.cpp cannot cut the sequence there (recurrent memory keeps only its last
+        state): the sequence then holds what it held, and the caller must start it over."""
+        return bool(lc.llama_memory_seq_rm(self._memory, seq_id, start, end))
+
+    def clear(self, seq_id: int) -> None:
+        """Empty a sequence: removing all of it always succeeds."""
+        if not self.remove(seq_id):
+            raise RuntimeError(f"llama.cpp could not empty sequence {seq_id}")
 
     def close(self) -> None:
         if self._has_batch:

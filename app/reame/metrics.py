@@ -92,7 +92,7 @@ PREFIX_REJECTED = Counter(
 )
 PREFIX_WRITE_DROPS = Counter(
     "reame_prefix_cache_write_drops",
-    "Snapshots not written to disk because the write queue was full",
+    "Snapshots not written to disk because the write queue was full (in items or in bytes)",
     registry=REGISTRY,
 )
 PREFIX_WRITE_FAILURES = Counter(
@@ -127,6 +127,11 @@ SPEC_LENGTH = Gauge(
 PALIMPSEST_TOKENS = Gauge(
     "reame_palimpsest_tokens",
     "Tokens of earlier generations kept to draft from",
+    registry=REGISTRY,
+)
+PALIMPSEST_RESIDENT_BYTES = Gauge(
+    "reame_palimpsest_resident_bytes",
+    "Memory the Palimpsest holds: its tokens, n-gram indexes and recent dicts",
     registry=REGISTRY,
 )
 

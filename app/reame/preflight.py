@@ -30,7 +30,7 @@ def state_problem(settings: Settings) -> str | None:
 
 def _refusal(directory: Path) -> str | None:
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-check-"):
             return None
     except OSError as exc:

@@ -82,7 +82,9 @@ def prefix_cache(settings: Settings, model_path: Path, kv_layout: str) -> Prefix
         min_tokens=settings.prefix_cache_min_tokens,
         max_snapshots=settings.prefix_cache_max_snapshots,
     )
-    return PrefixCache(config, cache_fingerprint(model_path, kv_layout))
+    return PrefixCache(
+        config, cache_fingerprint(model_path, kv_layout, cache_dir=settings.state_dir)
+    )
 
 
 def speculation(settings: Settings, model: Model, tuned: Tuned) -> Speculation:
@@ -98,11 +100,13 @@ def speculation(settings: Settings, model: Model, tuned: Tuned) -> Speculation:
         except Exception:
             draft_model.close()
             raise
+    # NOTE: per key, one key's answers must not draft (and so, by their speed, show themselves
+    # to) another's: the shared archive is not used
     archive = (
         Palimpsest(
             settings.palimpsest_path, model.tokenizer_fingerprint(), settings.palimpsest_mb << 20
         )
-        if settings.palimpsest
+        if settings.palimpsest and settings.tenancy == "shared"
         else None
     )
     tokenizer = None
@@ -147,6 +151,7 @@ class Runtime:
             settings.max_waiting,
             on_snapshot=self.cache.offer if self.cache else None,
             speculation=self.speculation,
+            max_wait_seconds=settings.max_wait_seconds,
         )
         if self.cache is not None:
             engine = self.engine
@@ -182,7 +187,11 @@ class Runtime:
         done.wait(60)
 
     def close(self) -> None:
-        self.engine.close()
+        if not self.engine.close():
+            # NOTE: freeing the context under a llama_decode still running would crash the
+            # process in C: leave the memory to the OS, which takes it back at exit
+            log.warning("the engine thread did not stop; llama.cpp resources left to the OS")
+            return
         if self.cache is not None:
             self.cache.close()  # NOTE: after the engine: its last snapshots still get written
         if self.speculation.draft_model is not None:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from reame.spec.verify import verify_drafts
 
 MAX_STOP_STRINGS = 16
+_FINITE = float(np.finfo(np.float32).max)
 
 
 class SamplingParams(BaseModel):
@@ -107,7 +108,8 @@ def apply_penalties(
     tokens, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)
     values = logits[tokens]
     if repetition != 1.0:
-        values = np.where(values > 0, values / repetition, values * repetition)
+        with np.errstate(over="ignore", divide="ignore"):
+            values = np.where(values > 0, values / repetition, values * repetition)
     values = values - presence - frequency * counts
     logits[tokens] = values
 
@@ -121,8 +123,11 @@ def keep_top_candidates(
     else:
         ids = np.arange(logits.size)
     ids = ids[np.argsort(logits[ids])[::-1]]
-    scaled = logits[ids].astype(np.float64) / temperature
-    probs = np.exp(scaled - scaled[0])
+    # NOTE: shifted before scaling: a tiny temperature (5e-324) sends logits / T to infinity,
+    # and inf - inf is NaN; shifted, the best is 0 and the rest go to -inf, so exp gives 1 and 0
+    head = logits[ids].astype(np.float64)
+    with np.errstate(over="ignore"):
+        probs = np.exp((head - head[0]) / temperature)
     probs /= probs.sum()
     if top_p < 1.0:
         # keep the smallest head whose mass reaches top_p (always at least one token)
@@ -223,4 +228,6 @@ class Sampler:
             apply_penalties(
                 out, recent, p.repetition_penalty, p.presence_penalty, p.frequency_penalty
             )
+            # NOTE: a tiny repetition penalty divides a logit to infinity: keep them finite
+            np.clip(out, -_FINITE, _FINITE, out=out)
         return out

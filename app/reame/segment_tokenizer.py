@@ -26,7 +26,9 @@ def marker_candidates(template_source: str) -> list[str]:
 
 class SegmentTokenizer:
     """Tokenizes like `tokenize(text, True)`, in pieces cut before each marker; pieces of at
-    least `min_chars` are remembered (least recently used first out, at most `max_pieces`)."""
+    least `min_chars` are remembered (least recently used first out, at most `max_pieces` and
+    `max_bytes`: a piece's characters plus 4 bytes a token; one piece larger than that is not
+    kept)."""
 
     def __init__(
         self,
@@ -34,11 +36,13 @@ class SegmentTokenizer:
         markers: Iterable[str],
         min_chars: int = 512,
         max_pieces: int = 256,
+        max_bytes: int = 32 << 20,
     ) -> None:
         self._tokenize = tokenize
         found = sorted(set(markers), key=len, reverse=True)
         self._split = re.compile("(?=" + "|".join(map(re.escape, found)) + ")") if found else None
-        self._min_chars, self._max_pieces = min_chars, max_pieces
+        self._min_chars, self._max_pieces, self._max_bytes = min_chars, max_pieces, max_bytes
+        self._bytes = 0
         self._pieces: OrderedDict[tuple[str, bool], tuple[int, ...]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
@@ -62,8 +66,23 @@ class SegmentTokenizer:
                 self.hits += 1
                 return tokens
         tokens = tuple(self._tokenize(text, add_special))
+        size = piece_bytes(text, tokens)
+        if size > self._max_bytes:
+            return tokens
         with self._lock:
-            self._pieces[key] = tokens
-            if len(self._pieces) > self._max_pieces:
-                self._pieces.popitem(last=False)
+            if key not in self._pieces:
+                self._pieces[key] = tokens
+                self._bytes += size
+            while len(self._pieces) > self._max_pieces or self._bytes > self._max_bytes:
+                (old_text, _), old_tokens = self._pieces.popitem(last=False)
+                self._bytes -= piece_bytes(old_text, old_tokens)
         return tokens
+
+    @property
+    def num_bytes(self) -> int:
+        """What the remembered pieces are counted as (characters, and 4 bytes a token)."""
+        return self._bytes
+
+
+def piece_bytes(text: str, tokens: tuple[int, ...]) -> int:
+    return len(text) + 4 * len(tokens)

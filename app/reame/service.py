@@ -47,6 +47,7 @@ class Job:
     prefix: SavedState | None = None
     keep_state: bool = False
     marks: tuple[int, ...] = ()  # prompt lengths at message ends: where snapshots pay most
+    scope: str = ""  # whose prefixes it reuses and adds to (GenerationRequest.scope)
 
 
 @dataclass(slots=True, frozen=True)
@@ -185,7 +186,7 @@ class Service:
         prefix, points = job.prefix, ()
         if self.cache is not None:
             started = time.perf_counter()
-            hit = self.cache.lookup(job.prompt)
+            hit = self.cache.lookup(job.prompt, job.scope)
             log.debug(
                 "prefix cache lookup",
                 source=hit.source if hit else "miss",
@@ -197,7 +198,9 @@ class Service:
             if take_snapshots:
                 base = _reach(prefix, job.prompt)
                 wanted = self.cache.snapshot_points(len(job.prompt), list(job.marks), base)
-                points = tuple(p for p in wanted if not self.cache.holds(job.prompt, p))
+                points = tuple(
+                    p for p in wanted if not self.cache.holds(job.prompt, p, job.scope)
+                )
         # NOTE: with a cache, every answer's final state is kept too (when it adds a block): the
         # next turn of the conversation starts with this prompt and this answer. A session keeps
         # its state whatever it adds.
@@ -208,9 +211,10 @@ class Service:
             keep_state=job.keep_state or (self.cache is not None and take_snapshots),
             keep_state_min_new=0 if job.keep_state else BLOCK_TOKENS,
             snapshot_at=points,
+            scope=job.scope,
         )
 
-    def finished(self, event: FinishEvent) -> None:
+    def finished(self, event: FinishEvent, scope: str = "") -> None:
         """Book what the prefix cache saved, and keep a conversation's state for later turns
         (and restarts)."""
         if self.cache is None:
@@ -218,7 +222,7 @@ class Service:
         self.cache.count_tokens(event.num_cached_tokens, event.num_prompt_tokens)
         state = event.state
         if state is not None and len(state.tokens) >= event.num_cached_tokens + BLOCK_TOKENS:
-            self.cache.offer(state)
+            self.cache.offer(state, scope)
 
     def text_prompt(self, text: str) -> list[int]:
         return self.model.tokenize(text)
@@ -252,7 +256,8 @@ class Service:
         """Events of several requests in the order the engine emitted them, a batch for each
         hand-over (one write to a client, however many tokens); leaving early (a client gone)
         aborts the ones still running. `shared_prompt`: the jobs have one prompt, computed once
-        for all of them (the engine's group)."""
+        for all of them (the engine's group). The first batch is empty: it says every job was
+        accepted (a refusal raises before it), so a caller can answer before any token."""
         loop = asyncio.get_running_loop()
         inbox = self._inboxes.get(loop)
         if inbox is None:
@@ -272,6 +277,7 @@ class Service:
                 for index, request in enumerate(requests):
                     self.engine.submit(request, sinks[index])
                     running[index] = request
+            yield []
             while running:
                 batch = [await events.get()]
                 while not events.empty():
@@ -279,7 +285,7 @@ class Service:
                 for choice in batch:
                     if isinstance(choice.event, FinishEvent):
                         running.pop(choice.index)
-                        self.finished(choice.event)
+                        self.finished(choice.event, jobs[choice.index].scope)
                 yield batch
         finally:
             for request in running.values():

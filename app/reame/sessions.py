@@ -1,7 +1,9 @@
 """Conversations whose computed state is kept between turns, so a turn computes only what is new.
 
-Bounded in number and in bytes (least recently used goes first) and expired when idle. Used from
-one event loop only, so it holds no locks.
+Bounded in number and in bytes (least recently used goes first) and expired when idle. A session
+belongs to the key that made it (`owner`, a digest of the bearer key): under another key the same
+id names another session, so no key can list, read, extend or delete another's. Used from one
+event loop only, so it holds no locks.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from reame.engine.request import SavedState
 @dataclass(slots=True)
 class Session:
     session_id: str
+    owner: str
     created: float
     last_used: float
     state: SavedState | None = None
@@ -49,7 +52,7 @@ class SessionStore:
     ) -> None:
         self.max_sessions, self.max_bytes, self.idle_seconds = max_sessions, max_bytes, idle_seconds
         self._clock = clock
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
 
     @property
     def num_bytes(self) -> int:
@@ -58,41 +61,44 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def get(self, session_id: str) -> Session | None:
+    def get(self, session_id: str, owner: str = "") -> Session | None:
         self.expire()
-        session = self._sessions.get(session_id)
+        key = (owner, session_id)
+        session = self._sessions.get(key)
         if session is not None:
             session.last_used = self._clock()
-            self._sessions.move_to_end(session_id)
+            self._sessions.move_to_end(key)
         return session
 
-    def open(self, session_id: str) -> Session:
-        session = self.get(session_id)
+    def open(self, session_id: str, owner: str = "") -> Session:
+        session = self.get(session_id, owner)
         if session is None:
             now = self._clock()
-            session = self._sessions[session_id] = Session(session_id, now, now)
-            self._evict(keep=session_id)
+            key = (owner, session_id)
+            session = self._sessions[key] = Session(session_id, owner, now, now)
+            self._evict(keep=key)
             self._publish()
         return session
 
-    def save(self, session_id: str, state: SavedState) -> None:
-        session = self.open(session_id)
+    def save(self, session_id: str, state: SavedState, owner: str = "") -> None:
+        session = self.open(session_id, owner)
         session.num_turns += 1
         session.last_used = self._clock()
         # NOTE: a state larger than the whole budget is not kept; the session lives on without it
         session.state = state if state.num_bytes <= self.max_bytes else None
-        self._sessions.move_to_end(session_id)
-        self._evict(keep=session_id)
+        key = (owner, session_id)
+        self._sessions.move_to_end(key)
+        self._evict(keep=key)
         self._publish()
 
-    def delete(self, session_id: str) -> bool:
-        is_deleted = self._sessions.pop(session_id, None) is not None
+    def delete(self, session_id: str, owner: str = "") -> bool:
+        is_deleted = self._sessions.pop((owner, session_id), None) is not None
         self._publish()
         return is_deleted
 
-    def list(self) -> list[Session]:
+    def list(self, owner: str = "") -> list[Session]:
         self.expire()
-        return list(self._sessions.values())
+        return [s for s in self._sessions.values() if s.owner == owner]
 
     def expire(self) -> int:
         cutoff = self._clock() - self.idle_seconds
@@ -107,7 +113,7 @@ class SessionStore:
         metrics.SESSIONS.set(len(self._sessions))
         metrics.SESSION_BYTES.set(self.num_bytes)
 
-    def _evict(self, keep: str) -> None:
+    def _evict(self, keep: tuple[str, str]) -> None:
         for sid in list(self._sessions):
             if len(self._sessions) <= self.max_sessions and self.num_bytes <= self.max_bytes:
                 return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 
 from reame.config import Settings
@@ -22,10 +23,25 @@ def load_api_keys(settings: Settings) -> list[str]:
     return keys
 
 
+def _bytes_of(header: str | None) -> bytes:
+    """The key a header carries; Sanic hands bytes that are not UTF-8 over as surrogates, which
+    go back to the same bytes (never an error: a key that does not match is a 401)."""
+    return (header or "").removeprefix("Bearer ").strip().encode("utf-8", "surrogateescape")
+
+
 def is_authorized(header: str | None, keys: list[str]) -> bool:
     """Compares against every key in constant time, so timing tells nothing of a near match."""
-    given = (header or "").removeprefix("Bearer ").strip().encode()
+    given = _bytes_of(header)
     matched = False
     for key in keys:
         matched |= hmac.compare_digest(given, key.encode())
     return matched
+
+
+def key_owner(header: str | None, keys: list[str]) -> str:
+    """Who a request is, for what is kept per key (sessions; caches when scoped): a digest of its
+    bearer key, never the key itself; "" on a server without keys (one tenant)."""
+    if not keys:
+        return ""
+    given = _bytes_of(header)
+    return hashlib.blake2b(given, digest_size=12, person=b"reame-owner").hexdigest()

@@ -5,10 +5,11 @@ No HTTP here: the server hands in a body and writes out what comes back.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
 from uuid import uuid4
 
 from reame import metrics
@@ -16,13 +17,15 @@ from reame.api import openai_format as fmt
 from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.api.sse import DONE, frame
-from reame.conclave.answers import compile_rule
-from reame.conclave.convene import Verdict, convene
-from reame.engine.request import FinishEvent, TokenEvent
+from reame.conclave.answers import RULES
+from reame.conclave.convene import Verdict, convene, open_conclave
+from reame.engine.request import FinishEvent, SavedState, TokenEvent
 from reame.errors import EngineBusyError, InvalidRequestError
 from reame.runtime import Runtime
-from reame.service import Job
+from reame.service import ChoiceEvent, Job
 from reame.sessions import SessionStore
+
+FAILED = ("error", "abort", "busy")  # finish reasons of an answer that is not whole
 
 
 @dataclass(slots=True)
@@ -36,12 +39,36 @@ class Served:
     max_n: int
     best_of: int = 1  # when a request does not say
     max_best_of: int = 8
-    vote_on: str = "auto"
+    vote_on: str = "auto"  # the configured default: a rule's name or the operator's pattern
+    # what a request may name in vote_on: a rule, or a pattern the operator configured
+    vote_rules: Mapping[str, str | re.Pattern[str]] = field(
+        default_factory=lambda: {r: r for r in RULES}
+    )
+    is_scoped_per_key: bool = False  # tenancy "per_key": prefixes are reused within a key
+
+    def failure(self, finish: FinishEvent) -> ApiError:
+        """The HTTP error of an answer that did not come whole."""
+        if finish.reason == "busy":
+            message = finish.error or "no sequence came free in time; retry shortly"
+            return ApiError(429, message, code="server_busy", headers={"retry-after": "1"})
+        if self.runtime.engine.failure is not None:
+            return ApiError(503, self.runtime.engine.failure, code="engine_failed")
+        if finish.reason == "abort":
+            return ApiError(503, "the server stopped before the answer was complete")
+        return ApiError(500, finish.error or "the answer failed; the server log has the details")
 
 
 class Call:
+    """A call in three steps: the constructor makes the cheap checks (on the event loop),
+    `start()` renders, tokenizes and submits off the loop (every refusal is raised there, before
+    a byte is sent), then `response()` or `frames()` reads the answer."""
+
     def __init__(
-        self, served: Served, body: ChatRequest | CompletionRequest, session_id: str | None
+        self,
+        served: Served,
+        body: ChatRequest | CompletionRequest,
+        session_id: str | None,
+        owner: str = "",
     ) -> None:
         if body.model not in served.model_names:
             raise ApiError(
@@ -59,51 +86,85 @@ class Call:
             )
         self.served, self.body = served, body
         self.best_of = self._best_of(body, session_id)
+        if self.best_of > 1:
+            self.vote_rule = self._vote_rule(body.vote_on)
         self.is_chat = isinstance(body, ChatRequest)
         self.rid = ("chatcmpl-" if self.is_chat else "cmpl-") + uuid4().hex[:24]
         self.created = int(time.time())
         self.started = time.perf_counter()
-        self.session_id = session_id
-        service = served.runtime.service
-        params = service.sampling(**body.sampling_options())
-        self.with_logprobs = params.logprobs
-        marks: tuple[int, ...] = ()
-        if self.is_chat:
-            messages = [m.as_template_input() for m in body.messages]
-            prompts = [service.chat_prompt(messages)]
-            marks = service.chat_marks(messages, prompts[0])
-        else:
-            prompts = [p if isinstance(p, list) else service.text_prompt(p) for p in body.prompts()]
-        prefix = None
-        if session_id is not None:
-            session = served.sessions.get(session_id)
-            prefix = session.state if session else None
+        self.session_id, self.owner = session_id, owner
+        num_jobs = body.n * self._num_prompts(body)
+        if not served.runtime.engine.has_room(self.best_of if self.best_of > 1 else num_jobs):
+            raise EngineBusyError("every sequence and waiting place is taken; retry shortly")
+        self.params = served.runtime.service.sampling(**body.sampling_options())
+        self.with_logprobs = self.params.logprobs
         self.jobs: list[Job] = []
+        self.choices: list[fmt.Choice] = []
+        self.is_first_token_seen = False
+        self.verdict: Verdict | None = None
+        self._stream: AsyncGenerator[list[ChoiceEvent]] | None = None
+
+    async def start(self) -> None:
+        """Build the jobs off the loop (a template rendered over a large body, its tokens, the
+        checks the engine makes) and submit them."""
+        prefix = None
+        if self.session_id is not None:
+            session = self.served.sessions.get(self.session_id, self.owner)
+            prefix = session.state if session else None
+        self.jobs = await asyncio.to_thread(self._make_jobs, prefix)
+        self.choices = [fmt.Choice(i) for i in range(len(self.jobs))]
+        service = self.served.runtime.service
+        if self.best_of > 1:
+            self._stream = open_conclave(service, self.jobs[0], self.best_of)
+        else:
+            self._stream = service.astream_many(self.jobs)
+        try:
+            await anext(self._stream)  # NOTE: the empty batch: every job was accepted
+        except InvalidRequestError as exc:
+            raise ApiError(400, str(exc), exc.param, exc.code) from exc
+
+    async def close(self) -> None:
+        """Stop whatever still runs (a client gone before the end)."""
+        if self._stream is not None:
+            await self._stream.aclose()
+
+    def _make_jobs(self, prefix: SavedState | None) -> list[Job]:
+        body, params = self.body, self.params
+        service = self.served.runtime.service
+        marks: tuple[int, ...] = ()
+        try:
+            if isinstance(body, ChatRequest):
+                messages = [m.as_template_input() for m in body.messages]
+                prompts = [service.chat_prompt(messages)]
+                marks = service.chat_marks(messages, prompts[0])
+            else:
+                prompts = [
+                    p if isinstance(p, list) else service.text_prompt(p) for p in body.prompts()
+                ]
+        except InvalidRequestError as exc:
+            raise ApiError(400, str(exc), exc.param, exc.code) from exc
+        jobs = []
         for prompt in prompts:
             for k in range(body.n):
                 seed = params.seed + k if params.seed is not None else None
-                first = k == 0 and prompt is prompts[0] and session_id is not None
-                self.jobs.append(
+                first = k == 0 and prompt is prompts[0] and self.session_id is not None
+                jobs.append(
                     Job(
                         prompt,
                         params.model_copy(update={"seed": seed}),
                         prefix if first else None,
                         keep_state=first,
                         marks=marks,
+                        scope=self.owner if self.served.is_scoped_per_key else "",
                     )
                 )
-        # NOTE: checked here, before any byte is sent: once a stream has begun, an error can no
-        # longer be an HTTP status
-        engine = served.runtime.engine
-        for job in self.jobs:
-            engine.check(job.prompt, job.params)
-        if self.best_of > 1:
-            self.vote_rule = self._vote_rule(body.vote_on or served.vote_on)
-        if not engine.has_room(self.best_of if self.best_of > 1 else len(self.jobs)):
-            raise EngineBusyError("every sequence and waiting place is taken; retry shortly")
-        self.choices = [fmt.Choice(i) for i in range(len(self.jobs))]
-        self.is_first_token_seen = False
-        self.verdict: Verdict | None = None
+        engine = self.served.runtime.engine
+        for job in jobs:
+            try:
+                engine.check(job.prompt, job.params)
+            except InvalidRequestError as exc:
+                raise ApiError(400, str(exc), exc.param, exc.code) from exc
+        return jobs
 
     def _best_of(self, body: ChatRequest | CompletionRequest, session_id: str | None) -> int:
         """How many candidates vote (1: no Conclave); a 400 for what a Conclave cannot do."""
@@ -136,12 +197,22 @@ class Call:
     def _num_prompts(body: ChatRequest | CompletionRequest) -> int:
         return 1 if isinstance(body, ChatRequest) else len(body.prompts())
 
-    @staticmethod
-    def _vote_rule(rule: str) -> str | re.Pattern[str]:
-        try:
-            return compile_rule(rule)
-        except ValueError as exc:
-            raise ApiError(400, f"vote_on: {exc}", "vote_on", "invalid_value") from None
+    def _vote_rule(self, name: str | None) -> str | re.Pattern[str]:
+        """A request names a rule; it never sends a pattern to run here (a pattern can take
+        exponential time, on the event loop): patterns come from the operator's vote_rules."""
+        rules = self.served.vote_rules
+        if name is None:
+            default = self.served.vote_on
+            return rules.get(default) or re.compile(default)
+        if name not in rules:
+            raise ApiError(
+                400,
+                f"vote_on: not a rule of this server ({', '.join(rules)}); regular expressions "
+                "are configured by name in vote_rules, not sent in a request",
+                "vote_on",
+                "invalid_value",
+            )
+        return rules[name]
 
     def _piece(self, token: int) -> str:
         return self.served.runtime.model.piece(token).decode("utf-8", "replace")
@@ -159,9 +230,9 @@ class Call:
 
     async def _events(self) -> AsyncIterator[list[tuple[fmt.Choice, TokenEvent | FinishEvent]]]:
         """The engine's events, a batch for each hand-over, booked on their choices."""
-        service = self.served.runtime.service
+        assert self._stream is not None, "start() first"
         try:
-            async for batch in service.astream_many(self.jobs):
+            async for batch in self._stream:
                 if not self.is_first_token_seen and any(
                     isinstance(item.event, TokenEvent) for item in batch
                 ):
@@ -183,14 +254,14 @@ class Call:
             raise ApiError(400, str(exc), exc.param, exc.code) from exc
 
     def _account(self, index: int, event: FinishEvent) -> None:
-        if event.reason in ("error", "abort"):
+        if event.reason in FAILED:
             return
         metrics.GENERATED_TOKENS.inc(event.num_completion_tokens)
         if index % self.body.n == 0:
             metrics.PROMPT_TOKENS.inc(event.num_prompt_tokens)
             metrics.CACHED_PROMPT_TOKENS.inc(event.num_cached_tokens)
         if event.state is not None and self.session_id is not None:
-            self.served.sessions.save(self.session_id, event.state)
+            self.served.sessions.save(self.session_id, event.state, self.owner)
 
     async def _convene(self) -> None:
         """Run the Conclave and make its winner choice 0."""
@@ -201,6 +272,7 @@ class Call:
                 self.best_of,
                 self.vote_rule,
                 self.body.vote_early_stop,
+                self._stream,
             )
         except InvalidRequestError as exc:
             raise ApiError(400, str(exc), exc.param, exc.code) from exc
@@ -222,14 +294,9 @@ class Call:
         else:
             async for _ in self._events():
                 pass  # the choices book what they get
-        failed = [
-            c.finish for c in self.choices if c.finish and c.finish.reason in ("error", "abort")
-        ]
+        failed = [c.finish for c in self.choices if c.finish and c.finish.reason in FAILED]
         if failed:
-            raise ApiError(
-                503 if failed[0].reason == "abort" else 500,
-                failed[0].error or "the server stopped before the answer was complete",
-            )
+            raise self.served.failure(failed[0])
         body = fmt.response(
             self.rid,
             self.created,
@@ -280,9 +347,8 @@ class Call:
                 tokens.setdefault(choice.index, []).append(event)
                 continue
             yield from self._token_frames(choice.index, tokens.pop(choice.index, []))
-            if event.reason in ("error", "abort"):
-                error = event.error or "the server stopped before the end"
-                yield frame(ApiError(500, error).body())
+            if event.reason in FAILED:
+                yield frame(self.served.failure(event).body())
             else:
                 yield frame(self._delta(choice.index, event.text, fmt.finish_reason(event), []))
         for index, events in tokens.items():

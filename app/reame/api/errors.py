@@ -40,10 +40,36 @@ class ApiError(Exception):
         }
 
 
-def from_validation_error(exc: ValidationError) -> ApiError:
-    """The first problem, named by its field path, as a 400."""
-    err = exc.errors()[0]
-    path = ".".join(str(p) for p in err["loc"])
+def _input_path(loc: tuple[int | str, ...], body: object) -> list[int | str]:
+    """The steps of an error's location that are in the body: pydantic adds steps of its own
+    (a union member's name, `[key]`) that name no field."""
+    path: list[int | str] = []
+    for part in loc:
+        is_key = isinstance(body, dict) and part in body
+        is_index = isinstance(body, list) and isinstance(part, int) and 0 <= part < len(body)
+        if is_key or is_index:
+            body = body[part]  # type: ignore[index]
+            path.append(part)
+    return path
+
+
+def from_validation_error(exc: ValidationError, body: object = None) -> ApiError:
+    """The most telling problem, named by its field path in `body`, as a 400: of a union's
+    errors, one for each member, the one deepest in the body, and not a mere wrong type."""
+    errors = exc.errors()
+    if body is None:
+        paths = [list(err["loc"]) for err in errors]
+    else:
+        paths = [
+            _input_path(err["loc"], body) + ([err["loc"][-1]] if err["type"] == "missing" else [])
+            for err in errors
+        ]
+    best = max(
+        range(len(errors)),
+        key=lambda i: (len(paths[i]), not errors[i]["type"].endswith("_type"), -i),
+    )
+    err = errors[best]
+    path = ".".join(str(p) for p in paths[best])
     if err["type"] == "extra_forbidden":
         return ApiError(
             400, f"Unrecognized request argument supplied: {path}", path, "unknown_parameter"
@@ -53,4 +79,4 @@ def from_validation_error(exc: ValidationError) -> ApiError:
             400, f"Missing required parameter: '{path}'", path, "missing_required_parameter"
         )
     message = err["msg"].removeprefix("Value error, ")
-    return ApiError(400, f"Invalid value for '{path}': {message}", path, "invalid_value")
+    return ApiError(400, f"Invalid value for '{path}': {message}", path or None, "invalid_value")

@@ -7,19 +7,31 @@ vote_early_stop.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# NOTE: caps on what one request can make the engine thread do for every token it writes
+StopString = Annotated[str, Field(min_length=1, max_length=256)]
+MAX_STOP_STRINGS = 4  # as OpenAI
+TokenId = Annotated[str, Field(pattern=r"^[0-9]{1,10}$")]  # [0-9]: isdigit() takes "²"
+Bias = Annotated[float, Field(ge=-100.0, le=100.0)]
+LogitBias = Annotated[
+    dict[TokenId, Bias],
+    Field(max_length=300, json_schema_extra={"additionalProperties": False}),  # as OpenAI
+]
+# NaN and infinities (Python's JSON reads them) pass no range check, so none are taken
+STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+
 
 class TextPart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     type: Literal["text"]
     text: str
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
     name: str | None = None
@@ -33,23 +45,23 @@ class ChatMessage(BaseModel):
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     include_usage: bool = False
 
 
 class _Common(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
 
     model: str = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     seed: int | None = Field(None, ge=0, lt=2**63)
-    stop: str | list[str] | None = None
+    stop: StopString | Annotated[list[StopString], Field(max_length=MAX_STOP_STRINGS)] | None = None
     n: int = Field(1, ge=1)
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    logit_bias: dict[str, float] | None = None
+    logit_bias: LogitBias | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
@@ -62,26 +74,13 @@ class _Common(BaseModel):
     speculation: Literal["auto", "on", "off"] | None = None
     session_id: str | None = Field(None, min_length=1, max_length=128)
     best_of: int | None = Field(None, ge=1)
-    vote_on: str | None = Field(None, min_length=1, max_length=500)
+    vote_on: str | None = Field(None, min_length=1, max_length=64)
     vote_early_stop: bool = True
 
     @field_validator("stop")
     @classmethod
     def _stop_list(cls, stop: str | list[str] | None) -> list[str] | None:
-        if stop is None:
-            return None
-        stops = [stop] if isinstance(stop, str) else stop
-        if len(stops) > 4:
-            raise ValueError("at most 4 stop sequences")
-        return stops
-
-    @field_validator("logit_bias")
-    @classmethod
-    def _bias_keys(cls, bias: dict[str, float] | None) -> dict[str, float] | None:
-        for key in bias or {}:
-            if not key.lstrip("-").isdigit():
-                raise ValueError(f"logit_bias keys are token ids, got {key!r}")
-        return bias
+        return [stop] if isinstance(stop, str) else stop
 
     @property
     def include_usage(self) -> bool:
@@ -122,7 +121,12 @@ class ChatRequest(_Common):
 
 
 class CompletionRequest(_Common):
-    prompt: str | list[str] | list[int] | list[list[int]]
+    prompt: (
+        str
+        | Annotated[list[str], Field(min_length=1)]
+        | Annotated[list[int], Field(min_length=1)]
+        | Annotated[list[Annotated[list[int], Field(min_length=1)]], Field(min_length=1)]
+    )
     logprobs: int | None = Field(None, ge=0, le=5)
     echo: Literal[False] = False
 

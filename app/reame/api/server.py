@@ -4,6 +4,8 @@ that imports sanic; everything it serves is built in calls.py, openai_format.py 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,17 +14,32 @@ from uuid import uuid4
 import structlog
 from pydantic import ValidationError
 from sanic import Request, Sanic
-from sanic.exceptions import BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
+from sanic.exceptions import (
+    BadRequest,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    SanicException,
+)
 from sanic.response import HTTPResponse, json, raw
 
 from reame import metrics
-from reame.api.auth import is_authorized, load_api_keys
+from reame.api import openapi
+from reame.api.auth import is_authorized, key_owner, load_api_keys
 from reame.api.calls import Call, Served
 from reame.api.errors import ApiError, from_validation_error
+from reame.api.heartbeat import with_heartbeats
+from reame.api.request_checks import check_text, is_text
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.autotune import DEFAULT_PARALLEL
 from reame.config import Settings
-from reame.errors import ConfigError, EngineBusyError, InvalidRequestError, ReameError
+from reame.errors import (
+    ConfigError,
+    EngineBusyError,
+    EngineFailedError,
+    InvalidRequestError,
+    ReameError,
+)
 from reame.preflight import state_problem
 from reame.runtime import Runtime
 from reame.sessions import SessionStore
@@ -30,12 +47,26 @@ from reame.sessions import SessionStore
 log = structlog.get_logger("reame.api")
 
 SESSION_HEADER = "x-reame-session"
+MAX_SESSION_ID = 128  # as the body's session_id field
+# NOTE: Sanic cuts a response that sent nothing for RESPONSE_TIMEOUT (60 s by default): a 7B
+# answer on a 2-core VM takes minutes. Work in flight is bounded by max_tokens and
+# max_wait_seconds instead; a stream keeps its connection alive with heartbeats.
+NO_RESPONSE_TIMEOUT = 7 * 24 * 3600
+EXIT_AFTER_DEATH_SECONDS = 2.0  # /health says why for this long before the process exits
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 @dataclass(slots=True)
 class ServerState:
     num_active: int = 0  # calls being answered, streams included
     is_draining: bool = False
+    failure: str | None = None  # the engine died: why
+
+
+class EngineDied(ReameError):
+    """The engine thread died while serving: the process exits non-zero so it is restarted."""
+
+    code = "engine_failed"
 
 
 def model_names(settings: Settings, runtime: Runtime) -> tuple[str, frozenset[str]]:
@@ -52,6 +83,7 @@ def create_app(
     app.config.MOTD = False
     app.config.REQUEST_MAX_SIZE = settings.max_body_bytes
     app.config.GRACEFUL_SHUTDOWN_TIMEOUT = settings.drain_seconds
+    app.config.RESPONSE_TIMEOUT = NO_RESPONSE_TIMEOUT
     model_id, names = model_names(settings, runtime)
     sessions = SessionStore(
         settings.max_sessions, settings.session_memory_mb * 2**20, settings.session_idle_seconds
@@ -65,21 +97,42 @@ def create_app(
         settings.best_of,
         settings.max_best_of,
         settings.vote_on,
+        settings.named_vote_rules,
+        settings.tenancy == "per_key",
     )
     started = int(time.time())
-    state = ServerState()
+    state = app.ctx.state = ServerState()
+    openapi_document = openapi.document()
 
     def needs_key(path: str) -> bool:
         return bool(keys) and (
             path.startswith("/v1/") or (path == "/metrics" and settings.metrics_auth)
         )
 
+    @app.after_server_start
+    async def watch_engine(app_: Sanic, loop: asyncio.AbstractEventLoop) -> None:
+        def died(reason: str) -> None:  # on the engine thread
+            loop.call_soon_threadsafe(engine_died, reason)
+
+        runtime.engine.on_death(died)
+
+    def engine_died(reason: str) -> None:
+        """Say why on /health and /ready, refuse new calls, then exit non-zero: a supervisor
+        (compose, systemd) restarts a process, not a thread."""
+        state.failure = reason
+        log.critical("cannot serve: exiting", reason=reason)
+        asyncio.get_running_loop().call_later(EXIT_AFTER_DEATH_SECONDS, app.stop)
+
     @app.on_request
     async def begin(request: Request) -> HTTPResponse | None:
-        request.ctx.request_id = request.headers.get("x-request-id") or uuid4().hex
+        given = request.headers.get("x-request-id", "")
+        request.ctx.request_id = given if _REQUEST_ID.fullmatch(given) else uuid4().hex
         request.ctx.started = time.perf_counter()
         request.ctx.is_stream = False
+        request.ctx.owner = key_owner(request.headers.get("authorization"), keys)
         structlog.contextvars.bind_contextvars(request_id=request.ctx.request_id)
+        if state.failure is not None and request.path.startswith("/v1/"):
+            return error_response(ApiError(503, state.failure, code="engine_failed"))
         if state.is_draining and request.path.startswith("/v1/"):
             return error_response(
                 ApiError(
@@ -109,17 +162,28 @@ def create_app(
         if not getattr(request.ctx, "is_stream", False):
             observe(request, response.status)
 
+    def engine_problem() -> str | None:
+        if state.failure is not None or runtime.engine.failure is not None:
+            return state.failure or runtime.engine.failure
+        return None if runtime.engine.is_alive else "the engine thread is not running"
+
     @app.get("/health")
     async def health(_: Request) -> HTTPResponse:
+        if failure := engine_problem():
+            return json({"status": "error", "reason": failure}, status=503)
         if problem:
             return json({"status": "degraded", "reason": problem}, status=503)
         return json({"status": "ok"})
 
     @app.get("/ready")
     async def ready(_: Request) -> HTTPResponse:
-        if runtime.engine.is_alive:
-            return json({"status": "ready", "model": model_id})
-        return error_response(ApiError(503, "the engine is not running", code="not_ready"))
+        if failure := engine_problem():
+            return error_response(ApiError(503, failure, code="not_ready"))
+        return json({"status": "ready", "model": model_id})
+
+    @app.get("/openapi.json")
+    async def openapi_route(_: Request) -> HTTPResponse:
+        return json(openapi_document)
 
     @app.get("/metrics")
     async def metrics_route(_: Request) -> HTTPResponse:
@@ -149,37 +213,52 @@ def create_app(
         request: Request, body: ChatRequest | CompletionRequest
     ) -> HTTPResponse | None:
         session_id = body.session_id or request.headers.get(SESSION_HEADER)
-        call = Call(served, body, session_id)
-        if not body.stream:
-            return json(await call.response())
-        frames = call.frames()
-        first = await anext(frames)  # NOTE: errors before the first frame are still HTTP errors
-        request.ctx.is_stream = True
-        response = await request.respond(
-            content_type="text/event-stream",
-            headers={"cache-control": "no-cache", "x-request-id": request.ctx.request_id},
-        )
-        await response.send(first)
-        async for chunk in frames:
-            await response.send(chunk)
-        await response.eof()
-        observe(request, 200)
-        return None
+        # NOTE: Sanic reads header bytes that are not UTF-8 as lone surrogates, which no JSON
+        # answer could carry back (GET /v1/sessions)
+        if session_id is not None and (
+            not 0 < len(session_id) <= MAX_SESSION_ID or not is_text(session_id)
+        ):
+            raise ApiError(
+                400,
+                f"A session id is 1 to {MAX_SESSION_ID} characters of UTF-8 text",
+                "session_id",
+                "invalid_value",
+            )
+        call = Call(served, body, session_id, request.ctx.owner)
+        state.num_active += 1  # NOTE: counted until the last byte, so SIGTERM drains it
+        try:
+            await call.start()
+            if not body.stream:
+                return json(await call.response())
+            request.ctx.is_stream = True
+            response = await request.respond(
+                content_type="text/event-stream",
+                headers={"cache-control": "no-cache", "x-request-id": request.ctx.request_id},
+            )
+            async for chunk in with_heartbeats(call.frames(), settings.sse_heartbeat_seconds):
+                await response.send(chunk)
+            await response.eof()
+            observe(request, 200)
+            return None
+        finally:
+            state.num_active -= 1
+            await call.close()
 
     @app.get("/v1/sessions")
-    async def list_sessions(_: Request) -> HTTPResponse:
-        return json({"object": "list", "data": [s.describe() for s in sessions.list()]})
+    async def list_sessions(request: Request) -> HTTPResponse:
+        owned = sessions.list(request.ctx.owner)
+        return json({"object": "list", "data": [s.describe() for s in owned]})
 
     @app.get("/v1/sessions/<session_id>")
-    async def get_session(_: Request, session_id: str) -> HTTPResponse:
-        session = sessions.get(session_id)
+    async def get_session(request: Request, session_id: str) -> HTTPResponse:
+        session = sessions.get(session_id, request.ctx.owner)
         if session is None:
             raise ApiError(404, f"No session '{session_id}'", "session_id", "session_not_found")
         return json(session.describe())
 
     @app.delete("/v1/sessions/<session_id>")
-    async def delete_session(_: Request, session_id: str) -> HTTPResponse:
-        if not sessions.delete(session_id):
+    async def delete_session(request: Request, session_id: str) -> HTTPResponse:
+        if not sessions.delete(session_id, request.ctx.owner):
             raise ApiError(404, f"No session '{session_id}'", "session_id", "session_not_found")
         return json({"id": session_id, "object": "session.deleted", "deleted": True})
 
@@ -215,10 +294,11 @@ def parse(request: Request, model: type[ChatRequest] | type[CompletionRequest]):
         raise ApiError(400, "The request body is not valid JSON", code="invalid_json") from exc
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object", code="invalid_json")
+    check_text(body)
     try:
         return model.model_validate(body)
     except ValidationError as exc:
-        raise from_validation_error(exc) from exc
+        raise from_validation_error(exc, body) from exc
 
 
 def to_api_error(exc: Exception) -> ApiError:
@@ -228,6 +308,8 @@ def to_api_error(exc: Exception) -> ApiError:
         return ApiError(400, str(exc), exc.param, exc.code)
     if isinstance(exc, EngineBusyError):
         return ApiError(429, str(exc), code=exc.code, headers={"retry-after": "1"})
+    if isinstance(exc, EngineFailedError):
+        return ApiError(503, str(exc), code=exc.code)
     if isinstance(exc, PayloadTooLarge):
         return ApiError(
             413, "The request body is larger than max_body_bytes", code="request_too_large"
@@ -236,10 +318,19 @@ def to_api_error(exc: Exception) -> ApiError:
         return ApiError(404, "No such route", code="not_found")
     if isinstance(exc, MethodNotAllowed):
         return ApiError(405, "Method not allowed on this route", code="method_not_allowed")
-    if isinstance(exc, BadRequest):
-        return ApiError(400, str(exc), code="bad_request")
+    if isinstance(exc, SanicException):
+        # NOTE: each of Sanic's own errors (404, 405, 408 request timeout, 417 Expect, 503
+        # response timeout...) keeps its status, in OpenAI's shape
+        code = type(exc).__name__
+        code = re.sub(r"(?<!^)(?=[A-Z])", "_", code).lower()
+        return ApiError(exc.status_code, str(exc) or code, code=code, headers=_headers_of(exc))
     log.exception("unexpected error")
     return ApiError(500, "Internal error; the server log has the details", code="internal_error")
+
+
+def _headers_of(exc: SanicException) -> dict[str, str]:
+    """The headers a Sanic error asks for (405's Allow, 416's Content-Range), as text."""
+    return {str(k): str(v) for k, v in (getattr(exc, "headers", None) or {}).items()}
 
 
 def error_response(error: ApiError) -> HTTPResponse:
@@ -272,10 +363,15 @@ def run_server(settings: Settings) -> None:
     if not keys:
         log.warning("no API keys configured: the server is unauthenticated", host=settings.host)
     app.run(host=settings.host, port=settings.port, single_process=True, access_log=False)
+    if app.ctx.state.failure is not None:
+        raise EngineDied(app.ctx.state.failure)
 
 
 def prepare(settings: Settings) -> tuple[list[str], str | None, Runtime]:
     """Keys, what is wrong with the state directories, and the loaded runtime."""
+    # NOTE: what Reame writes (snapshots, the archive, fingerprints) is readable by its own user
+    # only: a state directory can hold what other keys' users sent
+    os.umask(0o077)
     keys = load_api_keys(settings)
     limit = min(settings.max_best_of, settings.parallel or DEFAULT_PARALLEL)
     if settings.best_of > limit:

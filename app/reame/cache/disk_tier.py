@@ -5,18 +5,20 @@
 A file appears whole or not at all: it is written as ROOT/tmp/*.part, fsynced, then renamed into
 place, so a reader never sees a partial file and two writers of one key each rename a whole file
 (the last wins). A file's mtime is its last use: a hit touches it, and eviction removes the
-least recently used files until the whole ROOT is within its byte budget.
+least recently used files until the whole ROOT is within its byte budget, and the group and
+fingerprint directories it leaves empty. Files are 0600 and directories 0700.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from reame.cache.private_files import make_dirs, make_private, write_atomic
 
 SUFFIX = ".kvs"
 STALE_PART_SECONDS = 600.0  # a .part this old belongs to a writer that died
@@ -47,6 +49,7 @@ def parse_name(name: str) -> tuple[int, str] | None:
 class DiskTier:
     def __init__(self, root: Path, fingerprint: str, max_bytes: int) -> None:
         self.root, self.fingerprint, self.max_bytes = root, fingerprint, max_bytes
+        make_private(root)
 
     def entries(self, group: str) -> list[tuple[int, str]]:
         """(length, key) of the files in one group; none if the group does not exist."""
@@ -71,21 +74,19 @@ class DiskTier:
     def write(self, path: Path, data: bytes) -> None:
         """Atomic: temp file, fsync, rename. Raises OSError (disk full, read-only...)."""
         tmp_dir = self.root / "tmp"
-        tmp_dir.mkdir(parents=True, exist_ok=True)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=tmp_dir, suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        for attempt in (1, 2):
+            make_dirs(tmp_dir)
+            make_dirs(path.parent)
+            try:
+                write_atomic(path, data, tmp_dir)
+                return
+            except FileNotFoundError:  # NOTE: an eviction removed the emptied group meanwhile
+                if attempt == 2:
+                    raise
 
     def remove(self, path: Path) -> None:
         path.unlink(missing_ok=True)
+        remove_empty_parents(self.root, path)
 
     def evict(self) -> tuple[int, int]:
         return evict(self.root, self.max_bytes)
@@ -125,6 +126,33 @@ def evict(root: Path, max_bytes: int) -> tuple[int, int]:
         if total <= max_bytes:
             break
         f.path.unlink(missing_ok=True)
+        remove_empty_parents(root, f.path)
         total -= f.num_bytes
         removed += 1
     return removed, total
+
+
+def remove_empty_parents(root: Path, path: Path) -> None:
+    """After `path` went: its group, prefix and fingerprint directories, while each is empty
+    (never ROOT or ROOT/tmp). A writer that just made one of them retries (see write)."""
+    parent = path.parent
+    while parent != root and root in parent.parents and parent != root / "tmp":
+        try:
+            parent.rmdir()
+        except OSError:  # not empty, or gone already
+            return
+        parent = parent.parent
+
+
+def remove_empty_dirs(root: Path) -> int:
+    """Every empty directory under ROOT but ROOT/tmp, deepest first (the ones left by a server
+    of before this rule, or by a kill between two removals): how many."""
+    count = 0
+    for dirpath, _, _ in sorted(os.walk(root), key=lambda w: w[0].count(os.sep), reverse=True):
+        directory = Path(dirpath)
+        if directory == root or directory == root / "tmp":
+            continue
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+            count += 1
+    return count

@@ -20,9 +20,12 @@ def _link(previous: bytes, tokens: Sequence[int]) -> bytes:
     return hashlib.blake2b(previous + array("i", tokens).tobytes(), digest_size=16).digest()
 
 
-def group_chain(tokens: Sequence[int]) -> list[str]:
-    """chain[k] names the group of prefixes with k whole blocks (k = 0 .. len // BLOCK)."""
-    out, h = [_ROOT.hex()[:32]], _ROOT
+def group_chain(tokens: Sequence[int], scope: str = "") -> list[str]:
+    """chain[k] names the group of prefixes with k whole blocks (k = 0 .. len // BLOCK). A
+    `scope` (a bearer key's digest, when prefixes are kept per key) starts another chain: the
+    same tokens under two scopes share no group and no key."""
+    h = _ROOT if not scope else _link(_ROOT + scope.encode(), ())
+    out = [h.hex()[:32]]
     for start in range(0, len(tokens) - BLOCK_TOKENS + 1, BLOCK_TOKENS):
         h = _link(h, tokens[start : start + BLOCK_TOKENS])
         out.append(h.hex())

@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from reame.cache.disk_tier import StoredFile, evict, stored_files
+from reame.cache.disk_tier import StoredFile, evict, remove_empty_dirs, stored_files
 from reame.cache.snapshot_format import SnapshotError, decode, read_header
 
 
@@ -58,8 +58,11 @@ def verify(root: Path) -> tuple[int, list[tuple[Path, str]]]:
 
 
 def prune(root: Path, max_bytes: int) -> tuple[int, int]:
-    """Least recently used out until within max_bytes: (files removed, bytes left)."""
-    return evict(root, max_bytes)
+    """Least recently used out until within max_bytes, then the empty directories: (files
+    removed, bytes left)."""
+    removed, left = evict(root, max_bytes)
+    remove_empty_dirs(root)
+    return removed, left
 
 
 def clear(root: Path) -> int:

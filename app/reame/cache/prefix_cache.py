@@ -43,6 +43,9 @@ class CacheConfig:
     max_snapshots: int = 4
     stride: int = 512  # long prompts also get a snapshot every `stride` tokens
     queue_size: int = 8
+    # and at most this many bytes of states waiting for the writer (a state may be tens of MB; the
+    # RAM tier may have let go of a queued one, so the queue alone can hold it in memory)
+    queue_bytes: int = 256 << 20
     # disk writes wait while requests compute (compressing 30 MB takes a core from the decode
     # threads of a 2-core machine), but never longer than this
     max_write_delay: float = 10.0
@@ -59,6 +62,8 @@ class PrefixCache:
             else None
         )
         self._queue: queue.Queue[object] = queue.Queue(maxsize=config.queue_size)
+        self._queued_bytes = 0
+        self._queued_lock = threading.Lock()
         self._warned: set[str] = set()
         self._tokens = {"reused": 0, "computed": 0}
         self._writer: threading.Thread | None = None
@@ -74,11 +79,11 @@ class PrefixCache:
 
     # -- lookups (any thread) ---------------------------------------------------------------
 
-    def lookup(self, tokens: list[int]) -> Hit | None:
+    def lookup(self, tokens: list[int], scope: str = "") -> Hit | None:
         """The longest stored prefix of `tokens` (it may be all of them), checked token by
         token; None on a miss. Corrupt or foreign files met on the way are removed."""
         n = len(tokens)
-        hit = self._find(tokens) if n >= self.config.min_tokens else None
+        hit = self._find(tokens, scope) if n >= self.config.min_tokens else None
         metrics.PREFIX_LOOKUPS.labels(hit.source if hit else "miss").inc()
         return hit
 
@@ -91,8 +96,8 @@ class PrefixCache:
         looked = self._tokens["reused"] + self._tokens["computed"]
         metrics.PREFIX_HIT_RATIO.set(self._tokens["reused"] / looked if looked else 0.0)
 
-    def _find(self, tokens: list[int]) -> Hit | None:
-        chain = group_chain(tokens)
+    def _find(self, tokens: list[int], scope: str) -> Hit | None:
+        chain = group_chain(tokens, scope)
         lowest = group_of(self.config.min_tokens)
         for k in range(len(chain) - 1, lowest - 1, -1):
             group = chain[k]
@@ -138,8 +143,8 @@ class PrefixCache:
                 self.disk.remove(path)
             return None
 
-    def holds(self, tokens: list[int], length: int) -> bool:
-        chain = group_chain(tokens[:length])
+    def holds(self, tokens: list[int], length: int, scope: str = "") -> bool:
+        chain = group_chain(tokens[:length], scope)
         key = prefix_key(chain, tokens, length)
         if self.ram.contains(key):
             return True
@@ -168,7 +173,7 @@ class PrefixCache:
                 chosen.append(p)
         return tuple(sorted(chosen))
 
-    def offer(self, state: SavedState) -> None:
+    def offer(self, state: SavedState, scope: str = "") -> None:
         """Keep a computed prefix state: in RAM now, on disk soon (dropped if the writer is
         behind). Called on the engine thread."""
         tokens = list(state.tokens)
@@ -176,16 +181,28 @@ class PrefixCache:
         if length < self.config.min_tokens:
             return
         metrics.PREFIX_SNAPSHOTS.inc()
-        chain = group_chain(tokens)
+        chain = group_chain(tokens, scope)
         group, key = chain[group_of(length)], prefix_key(chain, tokens, length)
         self.ram.put(group, key, state)
         self._publish_ram()
         if self.disk is None:
             return
-        try:
-            self._queue.put_nowait((self.disk.path(group, length, key), state))
-        except queue.Full:
-            metrics.PREFIX_WRITE_DROPS.inc()
+        size = len(state.data)
+        with self._queued_lock:
+            if self._queued_bytes + size > self.config.queue_bytes:
+                metrics.PREFIX_WRITE_DROPS.inc()
+                return
+            try:
+                self._queue.put_nowait((self.disk.path(group, length, key), state))
+            except queue.Full:
+                metrics.PREFIX_WRITE_DROPS.inc()
+                return
+            self._queued_bytes += size
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of states waiting for the disk writer."""
+        return self._queued_bytes
 
     def _publish_ram(self) -> None:
         metrics.PREFIX_BYTES.labels("ram").set(self.ram.num_bytes)
@@ -230,26 +247,34 @@ class PrefixCache:
                 item.done.set()
                 continue
             path, state = item  # type: ignore[misc]
-            self._wait_for_quiet()
             try:
-                if not path.exists():
-                    self.disk.write(
-                        path, encode(state, self.fingerprint, self.config.compression_level)
-                    )
-                removed, total = self.disk.evict()
-                metrics.PREFIX_EVICTIONS.labels("disk").inc(removed)
-                metrics.PREFIX_BYTES.labels("disk").set(total)
-            except OSError as exc:
-                metrics.PREFIX_WRITE_FAILURES.inc()
-                if exc.strerror not in self._warned:  # NOTE: once per cause, not per snapshot
-                    self._warned.add(exc.strerror or "")
-                    log.warning(
-                        "prefix cache cannot write; serving goes on without it",
-                        directory=str(self.disk.root),
-                        error=exc.strerror or str(exc),
-                    )
-            except Exception:  # never let one snapshot stop the writer
-                log.exception("prefix cache write failed")
+                self._write_one(path, state)
+            finally:
+                with self._queued_lock:
+                    self._queued_bytes -= len(state.data)
+
+    def _write_one(self, path: Path, state: SavedState) -> None:
+        assert self.disk is not None
+        self._wait_for_quiet()
+        try:
+            if not path.exists():
+                self.disk.write(
+                    path, encode(state, self.fingerprint, self.config.compression_level)
+                )
+            removed, total = self.disk.evict()
+            metrics.PREFIX_EVICTIONS.labels("disk").inc(removed)
+            metrics.PREFIX_BYTES.labels("disk").set(total)
+        except OSError as exc:
+            metrics.PREFIX_WRITE_FAILURES.inc()
+            if exc.strerror not in self._warned:  # NOTE: once per cause, not per snapshot
+                self._warned.add(exc.strerror or "")
+                log.warning(
+                    "prefix cache cannot write; serving goes on without it",
+                    directory=str(self.disk.root),
+                    error=exc.strerror or str(exc),
+                )
+        except Exception:  # never let one snapshot stop the writer
+            log.exception("prefix cache write failed")
 
     def flush(self, timeout: float = 30.0) -> None:
         """Wait until queued snapshots are on disk (tests, shutdown)."""

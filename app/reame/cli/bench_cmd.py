@@ -101,10 +101,35 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="with --prefix --url: the servers were just restarted; time their first request",
     )
+    ld = p.add_argument_group(
+        "load and soak: a real `reame serve` started on 127.0.0.1, or one --url on this machine"
+    )
+    ld.add_argument(
+        "--load",
+        action="store_true",
+        help="many clients at once (a seeded mix of chats, streams, dropped streams, Conclaves, "
+        "sessions, oversize and malformed requests): statuses, latency, 5xx, 429s with "
+        "Retry-After, slots freed after; exits 1 when a check fails",
+    )
+    ld.add_argument(
+        "--soak",
+        action="store_true",
+        help="a few clients with think time for --minutes, sampling the server's RSS, file "
+        "descriptors, threads and store sizes into a CSV and a PNG; exits 1 on any 5xx",
+    )
+    ld.add_argument("--clients", type=int, help="concurrent clients (default 64; --soak 4)")
+    ld.add_argument("--requests", type=int, default=2000, help="--load: requests at most")
+    ld.add_argument("--seconds", type=float, default=90.0, help="--load: seconds at most")
+    ld.add_argument("--max-waiting", type=int, default=8, help="the started server's queue")
+    ld.add_argument("--minutes", type=float, default=30.0, help="--soak: how long")
+    ld.add_argument("--interval", type=float, default=60.0, help="--soak: seconds a sample")
+    ld.add_argument("--out", type=Path, help="--soak: where soak.csv and soak.png go")
     p.set_defaults(handler=bench)
 
 
 def bench(args: argparse.Namespace) -> int:
+    if args.load or args.soak:
+        return bench_load(args)
     if args.prefix and args.spec:
         raise ConfigError("--prefix and --spec are separate benches: give one")
     if args.prefix:
@@ -172,6 +197,45 @@ def bench_servers(args: argparse.Namespace) -> int:
     report = http_report.as_json if args.json else http_report.as_table
     print(report(header, figures))
     return 0
+
+
+def bench_load(args: argparse.Namespace) -> int:
+    from reame.bench import load_report
+    from reame.bench.load_client import ClientPlan
+    from reame.bench.load_runner import bench_load as run_load
+    from reame.bench.load_target import LoadTarget, ServeOptions
+    from reame.bench.soak_runner import bench_soak
+
+    if args.load and args.soak or len(args.url) > 1 or (args.soak and args.url):
+        raise ConfigError("give --load or --soak; --load takes at most one --url, --soak none")
+    clients = args.clients or (4 if args.soak else 64)
+    if clients < 1 or args.requests < 1 or min(args.seconds, args.minutes, args.interval) <= 0:
+        raise ConfigError("--clients, --requests, --seconds, --minutes, --interval: above 0")
+    seed = args.seed if args.seed is not None else 0
+    if args.url:
+        target = LoadTarget.open(args.url[0], args.api_key, args.context_length)
+    else:
+        options = ServeOptions(
+            args.model,
+            args.threads,
+            args.context_length,
+            args.batch_size,
+            args.parallel,
+            args.models_dir,
+            args.config,
+            args.max_waiting,
+        )
+        target = LoadTarget.start(options)
+    if args.soak:
+        out = args.out or Path(tempfile.mkdtemp(prefix="reame-soak-"))
+        return bench_soak(target, clients, args.minutes, args.interval, seed, out, _progress)
+    pacing = ClientPlan(clients, args.requests, args.seconds, seed=seed)
+    header, figures, details = run_load(target, pacing, _progress)
+    if args.json:
+        print(load_report.as_json(header, figures))
+    else:
+        print(load_report.as_table(header, figures, details))
+    return 0 if figures.ok else 1
 
 
 def bench_prefix(args: argparse.Namespace) -> int:

@@ -8,6 +8,8 @@ from reame.cli.common import add_settings_flags, settings_from_args
 from reame.errors import ConfigError, ReameError
 from reame.runtime import plan
 
+SECRETS = frozenset({"api_keys"})  # settings whose values are never printed
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("config", help="show or check the effective settings")
@@ -36,6 +38,8 @@ def show_settings(args: argparse.Namespace) -> int:
     width = max(len(k) for k in type(settings).model_fields)
     for key in type(settings).model_fields:
         value = tuned_values.get(key, getattr(settings, key))
+        if key in SECRETS:  # NOTE: a terminal, a log or a bug report is no place for a key
+            value = f"<{len(value)} hidden>" if value else "[]"
         origin = tuned_reasons.get(key, loaded.origins[key])
         print(f"{key:<{width}} = {value!s:<24} # {origin}")
     return 0

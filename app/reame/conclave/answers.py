@@ -27,7 +27,7 @@ def compile_rule(rule: str) -> str | re.Pattern[str]:
         return rule
     try:
         return re.compile(rule)
-    except re.error as exc:
+    except (re.error, OverflowError, RecursionError) as exc:  # a{4294967296}: OverflowError
         raise ValueError(
             f"not a rule ({', '.join(RULES)}) nor a regular expression: {exc}"
         ) from None

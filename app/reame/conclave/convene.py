@@ -4,13 +4,14 @@ prefill), each finished answer counted as it comes, the rest stopped once a majo
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
 
 from reame import metrics
 from reame.conclave.answers import extract
 from reame.conclave.vote import Tally
 from reame.engine.request import FinishEvent, TokenEvent
-from reame.service import Job, Service
+from reame.service import ChoiceEvent, Job, Service
 
 
 @dataclass(slots=True)
@@ -36,9 +37,10 @@ class Verdict:
 
     @property
     def failed(self) -> FinishEvent | None:
-        """The first candidate that ended in an error or was aborted by the server."""
+        """The first candidate that did not end whole (an error, aborted by the server, refused
+        after waiting too long)."""
         for c in self.candidates:
-            if c.finish is not None and c.finish.reason in ("error", "abort"):
+            if c.finish is not None and c.finish.reason not in ("stop", "length"):
                 return c.finish
         return None
 
@@ -72,17 +74,25 @@ def candidate_jobs(job: Job, n: int) -> list[Job]:
     ]
 
 
+def open_conclave(service: Service, job: Job, n: int) -> AsyncGenerator[list[ChoiceEvent]]:
+    """The candidates' event stream, for a caller that wants it accepted (its first, empty
+    batch read) before it answers: then pass it to `convene`."""
+    return service.astream_many(candidate_jobs(job, n), shared_prompt=True)
+
+
 async def convene(
     service: Service,
     job: Job,
     n: int,
     rule: str | re.Pattern[str] = "auto",
     early_stop: bool = True,
+    stream: AsyncGenerator[list[ChoiceEvent]] | None = None,
 ) -> Verdict:
     """Run N candidates of `job` and count their answers by `rule`."""
     tally = Tally(n)
     candidates = [Candidate() for _ in range(n)]
-    stream = service.astream_many(candidate_jobs(job, n), shared_prompt=True)
+    if stream is None:
+        stream = open_conclave(service, job, n)
     try:
         async for batch in stream:
             for item in batch:

@@ -8,6 +8,7 @@ engine thread.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import sys
 import threading
@@ -32,7 +33,7 @@ from reame.engine.request import (
 from reame.engine.schedule import Work, plan_step
 from reame.engine.sequence import Sequence
 from reame.engine.slots import Slots
-from reame.errors import EngineBusyError, InvalidRequestError
+from reame.errors import EngineBusyError, EngineFailedError, InvalidRequestError
 from reame.llama import Context, DecodeError, Model
 from reame.sampling import Sampled, Sampler, SamplingParams
 from reame.spec.speculation import Speculation
@@ -60,9 +61,12 @@ class Engine:
         context: Context,
         context_length: int,
         max_waiting: int = 64,
-        on_snapshot: Callable[[SavedState], None] | None = None,
+        on_snapshot: Callable[[SavedState, str], None] | None = None,
         speculation: Speculation | None = None,
+        max_wait_seconds: float = 0.0,
     ) -> None:
+        """`max_wait_seconds`: a request still waiting for a sequence after this long is refused
+        (finish reason "busy"), so no client hangs behind long answers; 0: it waits."""
         self.model, self.context = model, context
         self.context_length = context_length
         self._max_in_flight = context.shape.num_sequences + max_waiting
@@ -79,6 +83,9 @@ class Engine:
         self._wake_hooks: tuple[weakref.WeakMethod[Callable[[], None]], ...] = ()
         self._wake_hooks_lock = threading.Lock()
         self._published = (-1, -1)  # running and waiting, as the gauges last showed them
+        self._max_wait = max_wait_seconds
+        self.failure: str | None = None  # why the engine thread died; None while it serves
+        self._death_hooks: list[Callable[[str], None]] = []
         self._thread = threading.Thread(target=self._run, name="reame-engine", daemon=True)
 
     # -- called from any thread -------------------------------------------------------------
@@ -128,7 +135,10 @@ class Engine:
         return seq
 
     def _enter(self, seq: Sequence, count: int) -> None:
+        seq.queued_at = time.monotonic()
         with self._in_flight_lock:
+            if self.failure is not None:
+                raise EngineFailedError(self.failure)
             if self._num_in_flight + count > self._max_in_flight:
                 raise EngineBusyError(
                     f"all {self._max_in_flight} request places are taken; retry shortly"
@@ -171,19 +181,63 @@ class Engine:
 
     @property
     def is_alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._thread.is_alive() and self.failure is None
+
+    def on_death(self, hook: Callable[[str], None]) -> None:
+        """`hook(reason)` runs on the engine thread if it dies (after every request in it has
+        been finished with an error); at once if it is dead already."""
+        with self._in_flight_lock:
+            self._death_hooks.append(hook)
+            failure = self.failure
+        if failure is not None:
+            hook(failure)
 
     def abort(self, request_id: str) -> None:
         self._inbox.put(_Abort(request_id))
 
-    def close(self, timeout: float = 10.0) -> None:
+    def close(self, timeout: float = 30.0) -> bool:
+        """Stop the engine thread (requests still in it end as aborted); False if it is still
+        inside llama.cpp after `timeout`: then nothing it uses may be freed."""
         if self._thread.is_alive():
             self._inbox.put(_STOP)
             self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     # -- the engine thread ------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        except BaseException as exc:  # NOTE: anything that escapes the loop ends the engine
+            self._die(f"the engine thread died: {type(exc).__name__}: {exc}")
+
+    def _die(self, reason: str) -> None:
+        """No request may hang on a dead engine: every one in it, or on its way in, ends with
+        the reason; later submissions are refused; the hooks tell the server."""
+        log.critical("engine thread died", reason=reason, exc_info=True)
+        with self._in_flight_lock:
+            self.failure = reason
+            hooks = list(self._death_hooks)
+        seqs = [*self._running, *self._waiting]
+        while True:
+            try:
+                msg = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(msg, Sequence):
+                seqs.append(msg)
+        for seq in seqs:
+            for fork in [seq, *seq.forks]:
+                with contextlib.suppress(Exception):
+                    fork.sink(FinishEvent("error", "", fork.num_prompt, 0, error=reason))
+        self._running.clear()
+        self._waiting.clear()
+        self._wake_consumers()
+        for hook in hooks:
+            with contextlib.suppress(Exception):
+                hook(reason)
+
+    def _serve(self) -> None:
         while True:
             is_idle = not self._running and not self._waiting
             if is_idle:
@@ -239,6 +293,12 @@ class Engine:
     def _admit(self) -> None:
         for seq in [s for s in self._running if s.is_aborted]:
             self._finish(seq, "abort")
+        if self._max_wait > 0:
+            too_old = time.monotonic() - self._max_wait
+            for seq in [s for s in self._waiting if s.queued_at < too_old]:
+                self._waiting.remove(seq)
+                waited = f"waited {self._max_wait:g} s for a free sequence; retry shortly"
+                self._finish(seq, "busy", error=waited)
         # NOTE: every slot owns a full context of KV cells, so a free slot is all it takes (a
         # group takes one for each of its sequences at once; the queue waits behind it)
         while self._waiting and self._slots.num_free > len(self._waiting[0].forks):
@@ -310,12 +370,18 @@ class Engine:
             if running[part.index].snapshots_due:
                 self._snapshot(running[part.index])
         for seq, first, count in outputs:
-            if seq.drafts:
-                self._verify(seq, first, count)
-            else:
-                if seq.forks:
-                    self._fork(seq, first)
-                self._advance(seq, first)
+            try:
+                if seq.drafts:
+                    self._verify(seq, first, count)
+                else:
+                    if seq.forks:
+                        self._fork(seq, first)
+                    self._advance(seq, first)
+            except Exception as exc:  # NOTE: what one request asked for fails that one alone
+                log.exception("sampling failed", request_id=seq.request.request_id)
+                if seq in self._running:
+                    why = f"the next token could not be picked ({type(exc).__name__})"
+                    self._finish(seq, "error", error=f"{why}; the server log has the details")
 
     def _verify(self, seq: Sequence, first: int, count: int) -> None:
         """Keep the drafts the model agrees with and its own next token; roll the rest back."""
@@ -336,7 +402,11 @@ class Engine:
                 break
         # NOTE: the KV cache holds what was computed of the tokens kept, nothing after
         seq.num_computed = min(seq.num_computed, len(seq.tokens))
-        self.context.remove(seq.slot, seq.num_computed)
+        if not self.context.remove(seq.slot, seq.num_computed):
+            # NOTE: memory that cannot be cut back (recurrent layers) would keep the rejected
+            # drafts: compute the sequence again from its first token rather than go on wrong
+            self.context.clear(seq.slot)
+            seq.num_computed, seq.chunk_ends = 0, []
         if reason is not None:
             self._finish(seq, reason)
 
@@ -349,7 +419,8 @@ class Engine:
         if due and due[0] == seq.num_computed and self._on_snapshot is not None:
             due.pop(0)
             kept = tuple(seq.tokens[: seq.num_computed])
-            self._on_snapshot(SavedState(kept, self.context.save_state(seq.slot)))
+            state = SavedState(kept, self.context.save_state(seq.slot))
+            self._on_snapshot(state, seq.request.scope)
 
     def _fork(self, leader: Sequence, batch_index: int) -> None:
         """The leader's prompt is in its KV: each follower gets a copy of it and samples its

@@ -45,6 +45,9 @@ class GenerationRequest:
     keep_state_min_new: int = 0  # ...if it computed this many beyond what it restored
     # prompt lengths at which the engine hands the sequence's state to its snapshot hook
     snapshot_at: tuple[int, ...] = ()
+    # whose computed prefixes it may reuse and adds to: "" for all (tenancy "shared"), else a
+    # bearer key's digest
+    scope: str = ""
 
 
 @dataclass(slots=True, frozen=True)
@@ -59,7 +62,8 @@ class TokenEvent:
 
 @dataclass(slots=True, frozen=True)
 class FinishEvent:
-    """The last event of a request. `reason`: stop, length, abort or error."""
+    """The last event of a request. `reason`: stop, length, abort, error, or busy (it waited
+    too long for a sequence)."""
 
     reason: str
     text: str  # text that was held back until the end

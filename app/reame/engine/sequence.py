@@ -23,6 +23,7 @@ class Sequence:
     num_computed: int = 0  # tokens[:num_computed] are in the KV cache
     num_cached: int = 0  # prompt tokens restored rather than computed
     is_aborted: bool = False
+    queued_at: float = 0.0  # time.monotonic() when it was submitted
     snapshots_due: list[int] = field(default_factory=list)  # ascending prompt lengths
     # where its prompt's chunks ended (and where a restore left off): a later request may
     # reuse this sequence's KV up to one of them and compute the rest as a cold request would

@@ -15,8 +15,9 @@ class Slots:
         self.context = context
         self._keeps_prompts = keeps_prompts
         self._free = set(range(context.shape.num_sequences))
-        # free slots whose KV still holds a finished prompt: (its tokens, its chunk ends)
-        self._resident: dict[int, tuple[list[int], list[int]]] = {}
+        # free slots whose KV still holds a finished prompt: (its tokens, its chunk ends, the
+        # scope of the request that computed it)
+        self._resident: dict[int, tuple[list[int], list[int], str]] = {}
 
     @property
     def num_free(self) -> int:
@@ -37,7 +38,9 @@ class Slots:
         reuse, up to a chunk end so the rest is computed as a cold request computes it)."""
         prompt = seq.request.prompt[:-1]
         best_slot, best = -1, 0
-        for slot, (tokens, ends) in self._resident.items():
+        for slot, (tokens, ends, scope) in self._resident.items():
+            if scope != seq.request.scope:
+                continue
             common = common_length(tokens, prompt)
             reuse = max((e for e in ends if e <= common), default=0)
             if reuse > best:
@@ -48,7 +51,9 @@ class Slots:
         self._free.remove(best_slot)
         del self._resident[best_slot]
         seq.slot = best_slot
-        self.context.remove(best_slot, best)
+        if not self.context.remove(best_slot, best):
+            self.context.clear(best_slot)  # NOTE: it cannot be cut there: a cold start
+            best = 0
         _starts_at(seq, best)
         return True
 
@@ -57,7 +62,7 @@ class Slots:
         slot = min(self._free - self._resident.keys(), default=min(self._free))
         self._free.remove(slot)
         if self._resident.pop(slot, None) is not None:
-            self.context.remove(slot)
+            self.context.clear(slot)
         return slot
 
     def _restore(self, seq: Sequence, prefix: SavedState) -> None:
@@ -66,18 +71,19 @@ class Slots:
         common = prefix.common_length(seq.request.prompt[:-1])
         if common == 0 or not self.context.load_state(seq.slot, prefix.data):
             return
-        self.context.remove(seq.slot, common)
+        if not self.context.remove(seq.slot, common):
+            self.context.clear(seq.slot)  # NOTE: a state that cannot be cut is computed anew
+            return
         _starts_at(seq, common)
 
     def release(self, seq: Sequence, keep_prompt: bool) -> None:
         """Free a sequence's slot; with `keep_prompt` (and a prefix cache) its prompt's KV stays
         there for a request that starts alike."""
         keep = max(seq.chunk_ends, default=0) if keep_prompt else 0
-        if self._keeps_prompts and keep >= MIN_REUSE:
-            self.context.remove(seq.slot, keep)
-            self._resident[seq.slot] = (seq.tokens[:keep], seq.chunk_ends)
+        if self._keeps_prompts and keep >= MIN_REUSE and self.context.remove(seq.slot, keep):
+            self._resident[seq.slot] = (seq.tokens[:keep], seq.chunk_ends, seq.request.scope)
         else:
-            self.context.remove(seq.slot)
+            self.context.clear(seq.slot)
         self._free.add(seq.slot)
         seq.slot = -1
 

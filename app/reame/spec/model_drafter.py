@@ -46,7 +46,9 @@ class DraftModel:
         held = self._tokens[slot]
         # NOTE: the last history token is always decoded again: its logits give the first draft
         keep = common_length(held, history[:-1])
-        self.context.remove(slot, keep)
+        if not self.context.remove(slot, keep):
+            self.context.clear(slot)  # NOTE: cannot be cut there: draft from the start
+            keep = 0
         del held[keep:]
         for start in range(keep, len(history), BATCH):
             chunk = list(history[start : start + BATCH])

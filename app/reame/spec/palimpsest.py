@@ -6,13 +6,20 @@ tokens (u32), the tokens (i32). A record is written with one write() call; a pro
 the middle leaves at most a short tail, which readers stop before (and read once it is whole,
 if its writer is alive). A complete record whose checksum fails sets the file aside (renamed
 *.bad) and its records are dropped. Within `max_bytes`, the segment used longest ago goes first.
+Files are 0600, directories 0700.
 
-In memory: all records in one token array (a separator between records) with an n-gram index,
-plus a small dict index of what was added since the index was last built.
+In memory: every record once, in one token array (a separator between records; a segment only
+knows where its records lie in it), with an n-gram index per size, plus a small dict index of
+what was added since the index was last built. The index is built on a thread of its own and
+swapped in, so the engine thread that adds an answer never waits for an archive-wide sort. An
+evicted segment's tokens are overwritten with separators (nothing drafts from them) and the
+array is compacted once they are a quarter of it. `max_resident_bytes` (default: max_bytes)
+bounds what the live records cost in memory: their tokens and index entries.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import struct
@@ -27,6 +34,8 @@ from pathlib import Path
 import numpy as np
 import structlog
 
+from reame import metrics
+from reame.cache.private_files import make_dirs, make_private, open_append
 from reame.spec.ngram_index import SEPARATOR, NgramIndex, hash_of, ngram_hashes
 
 log = structlog.get_logger("reame.palimpsest")
@@ -38,14 +47,21 @@ _MAGIC = b"PALR"
 SIZES = (8, 3)
 MIN_RECORD = min(SIZES) + 2  # shorter generations teach nothing
 REFRESH_SECONDS = 10.0  # how often an adding process reads what the others added
+# what a live token costs in memory: itself (int32) and an entry (hash u64, position i64) in
+# the index of each size
+TOKEN_BYTES = 4 + 16 * len(SIZES)
+_RECENT_ENTRY_BYTES = 100  # a dict entry and its two ints, as CPython keeps them
+_BULK_TOKENS = 4096  # more read at once than this: indexed by a build, not the recent dict
 
 
 @dataclass(slots=True)
 class _Segment:
     path: Path
     offset: int = 0  # bytes read so far (whole records only)
-    tokens: list[np.ndarray] = field(default_factory=list)
+    # (start, length) of its records in the token array
+    spans: list[tuple[int, int]] = field(default_factory=list)
     last_used: float = 0.0
+    num_tokens: int = 0
 
 
 def encode_record(tokens: Sequence[int]) -> bytes:
@@ -83,10 +99,16 @@ class Palimpsest:
     runs_a_model = False
 
     def __init__(
-        self, root: Path | None, fingerprint: str, max_bytes: int, segment_bytes: int = 4 << 20
+        self,
+        root: Path | None,
+        fingerprint: str,
+        max_bytes: int,
+        segment_bytes: int = 4 << 20,
+        max_resident_bytes: int | None = None,
     ) -> None:
         self.directory = root / fingerprint if root is not None else None
         self.max_bytes, self.segment_bytes = max_bytes, segment_bytes
+        self.max_resident_bytes = max_bytes if max_resident_bytes is None else max_resident_bytes
         self._lock = threading.Lock()
         self._segments: dict[str, _Segment] = {}
         self._own: _Segment | None = None
@@ -94,20 +116,27 @@ class Palimpsest:
         # does not copy the archive)
         self._buffer = np.full(1, SEPARATOR, dtype=np.int32)
         self._size = 1
-        self._num_records = 0
-        self._last_refresh = 0.0
+        self._live_tokens = 0  # of records whose segment is kept
+        self._dead_tokens = 0  # of evicted ones, separators now, until a compaction
         self._indexes = {n: NgramIndex(n) for n in SIZES}
-        # per size: n-gram hash -> position, for what was added since the last build
+        # per size: n-gram hash -> position, for what was added since the last build started;
+        # _frozen: what was added before that, until the build is swapped in
         self._recent: dict[int, dict[int, int]] = {n: {} for n in SIZES}
-        # where each segment's records start in _tokens (for "last used"), in that order
-        self._starts = np.zeros(0, dtype=np.int64)
+        self._frozen: dict[int, dict[int, int]] = {n: {} for n in SIZES}
+        # where each record starts in the array (ascending) and its segment (for "last used")
+        self._starts: list[int] = []
         self._owners: list[_Segment] = []
+        self._epoch = 0  # moves on with each compaction: positions of before mean nothing
+        self._builder: threading.Thread | None = None
+        self._last_refresh = 0.0
         self.num_set_aside = 0
         self.num_write_failures = 0
         if self.directory is not None:
             with contextlib.suppress(OSError):
-                self.directory.mkdir(parents=True, exist_ok=True)
-        self.refresh()
+                make_dirs(self.directory)
+                make_private(self.directory.parent)
+                make_private(self.directory)
+        self.refresh(background=False)
 
     # -- drafting ----------------------------------------------------------------------------
 
@@ -121,12 +150,14 @@ class Palimpsest:
                     continue
                 start = self._recent[n].get(key, -1)
                 if start < 0:
+                    start = self._frozen[n].get(key, -1)
+                if start < 0:
                     start = self._indexes[n].find(key)
                 if start < 0:
                     continue
                 tokens = self._tokens
                 if list(tokens[start - n : start]) != list(history[-n:]):
-                    continue  # a hash collision
+                    continue  # a hash collision, or an evicted record
                 self._mark_used(start)
                 run = tokens[start : start + k]
                 stop = np.flatnonzero(run == SEPARATOR)
@@ -141,7 +172,7 @@ class Palimpsest:
         return self._buffer[: self._size]
 
     def _mark_used(self, position: int) -> None:
-        i = int(np.searchsorted(self._starts, position, side="right")) - 1
+        i = bisect.bisect_right(self._starts, position) - 1
         if i >= 0:
             self._owners[i].last_used = time.time()
 
@@ -153,13 +184,24 @@ class Palimpsest:
             return
         record = np.asarray(tokens, dtype=np.int32)
         with self._lock:
-            self._append(record)
-            self._write(record)
+            seg = self._own_segment()
+            self._append(record, seg)
+            self._write(record, seg)
             self._evict()
+            self._maybe_build()
+        self._publish()
         if time.monotonic() - self._last_refresh >= REFRESH_SECONDS:
             self.refresh()  # what the machine's other processes added meanwhile
 
-    def _append(self, record: np.ndarray) -> None:
+    def _own_segment(self) -> _Segment:
+        if self._own is None or self._own.offset >= self.segment_bytes:
+            name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.pal"
+            directory = self.directory if self.directory is not None else Path(".")
+            self._own = _Segment(directory / name, last_used=time.time())
+            self._segments[name] = self._own
+        return self._own
+
+    def _append(self, record: np.ndarray, seg: _Segment, bulk: bool = False) -> None:
         base = self._size
         end = base + record.size + 1
         if end > self._buffer.size:
@@ -169,135 +211,229 @@ class Palimpsest:
         self._buffer[base : end - 1] = record
         self._buffer[end - 1] = SEPARATOR
         self._size = end
-        self._num_records += 1
+        seg.spans.append((base, record.size))
+        seg.num_tokens += record.size
+        self._live_tokens += record.size
+        self._starts.append(base)
+        self._owners.append(seg)
+        if bulk:
+            return  # NOTE: the build that follows indexes it
         # the n-grams ending before the record's last token, each pointing at its follower
         for n, recent in self._recent.items():
             hashes = ngram_hashes(record[:-1], n)
             recent.update(zip(hashes.tolist(), range(base + n, base + record.size), strict=True))
-        if len(self._recent[min(SIZES)]) > max(4096, self._indexes[min(SIZES)].size // 8):
-            self._build_indexes()
 
-    def _write(self, record: np.ndarray) -> None:
+    def _write(self, record: np.ndarray, seg: _Segment) -> None:
         if self.directory is None:
             return
         try:
-            if self._own is None or self._own.offset >= self.segment_bytes:
-                name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.pal"
-                self._own = _Segment(self.directory / name, last_used=time.time())
-                self._segments[name] = self._own
-                # NOTE: its records start with the one being written (already in _tokens)
-                self._starts = np.append(self._starts, self._size - record.size - 1)
-                self._owners.append(self._own)
             data = encode_record(record.tolist())
-            with open(self._own.path, "ab") as f:
-                f.write(data)
-            self._own.offset += len(data)
-            self._own.tokens.append(record)
+            fd = open_append(seg.path)
+            try:
+                written = os.write(fd, data)
+            finally:
+                os.close(fd)
+            if written != len(data):
+                raise OSError(f"short write: {written} of {len(data)} bytes")
+            seg.offset += len(data)
         except OSError as exc:
             self.num_write_failures += 1
             if self.num_write_failures == 1:
                 log.warning("palimpsest cannot write; drafting goes on", error=str(exc))
 
+    # -- the index -----------------------------------------------------------------------------
+
+    def _maybe_build(self) -> None:
+        if len(self._recent[min(SIZES)]) > max(4096, self._indexes[min(SIZES)].size // 8):
+            self._start_build()
+
+    def _start_build(self, background: bool = True) -> None:
+        """Index _tokens as they are now, off the lock; what is added meanwhile goes on in the
+        recent dicts. One build at a time (the next one is asked for by the next add, or by
+        the build itself when a compaction moved everything under it)."""
+        if self._builder is not None and self._builder.is_alive():
+            return
+        job = self._freeze()
+        if not background:
+            self._indexes = self._build(job[1])
+            self._frozen = {n: {} for n in SIZES}
+            return
+        self._builder = threading.Thread(
+            target=self._build_and_swap, args=job, name="reame-palimpsest-index", daemon=True
+        )
+        self._builder.start()
+
+    def _freeze(self) -> tuple[int, np.ndarray]:
+        """What a build indexes: the array as it is; its recent entries wait in _frozen."""
+        for n in SIZES:
+            self._frozen[n].update(self._recent[n])
+            self._recent[n] = {}
+        return self._epoch, self._tokens
+
+    def _build(self, tokens: np.ndarray) -> dict[int, NgramIndex]:
+        built = {n: NgramIndex(n) for n in SIZES}
+        for index in built.values():
+            index.rebuild(tokens)
+        return built
+
+    def _build_and_swap(self, epoch: int, tokens: np.ndarray) -> None:
+        try:
+            while True:
+                built = self._build(tokens)
+                with self._lock:
+                    if epoch == self._epoch:
+                        self._indexes = built
+                        self._frozen = {n: {} for n in SIZES}
+                        break
+                    epoch, tokens = self._freeze()  # a compaction moved every position: again
+        except Exception:  # never let a build take the process down; the dicts still serve
+            log.exception("palimpsest index build failed")
+            return
+        self._publish()
+
+    def wait_for_index(self, timeout: float = 60.0) -> None:
+        """Until the build under way (if any) is swapped in (tests, benches)."""
+        builder = self._builder
+        if builder is not None:
+            builder.join(timeout)
+
+    def _compact(self) -> None:
+        """The live records into a new array, without the evicted ones' separators; every
+        position moves, so the index is built again (synchronously: this is rare, at most once
+        a quarter of the archive has been evicted)."""
+        parts = [np.full(1, SEPARATOR, dtype=np.int32)]
+        size = 1
+        starts, owners = [], []
+        order = sorted(
+            ((s, n, seg) for seg in self._segments.values() for s, n in seg.spans),
+            key=lambda p: p[0],
+        )
+        for seg in self._segments.values():
+            seg.spans = []
+        for old, count, seg in order:
+            parts += [self._buffer[old : old + count], np.full(1, SEPARATOR, dtype=np.int32)]
+            seg.spans.append((size, count))
+            starts.append(size)
+            owners.append(seg)
+            size += count + 1
+        self._buffer = np.concatenate(parts).astype(np.int32, copy=False)
+        self._size = size
+        self._starts, self._owners = starts, owners
+        self._dead_tokens = 0
+        self._epoch += 1
+        self._recent = {n: {} for n in SIZES}
+        self._frozen = {n: {} for n in SIZES}
+        self._indexes = {n: NgramIndex(n) for n in SIZES}
+        self._start_build()
+
     # -- disk --------------------------------------------------------------------------------
 
-    def refresh(self) -> None:
+    def refresh(self, background: bool = True) -> None:
         """Read what other processes added, drop what they evicted, set aside what is bad."""
         if self.directory is None:
             return
         with self._lock:
             self._last_refresh = time.monotonic()
-            changed = False
             try:
                 names = {p.name for p in self.directory.glob("*.pal")}
             except OSError:
                 return
             for name in list(self._segments):
-                if name not in names:  # evicted by another process
-                    if self._segments.pop(name) is self._own:
-                        self._own = None
-                    changed = True
+                if name not in names:
+                    self._drop(name)  # evicted by another process
+            read = 0
             for name in sorted(names):
                 seg = self._segments.get(name)
                 if seg is not None and seg is self._own:
                     continue
                 if seg is None:
                     seg = self._segments[name] = _Segment(self.directory / name)
-                changed |= self._read(seg)
-            if changed:
-                self._rebuild()
+                read += self._read(seg)
             self._evict()
+            if read > _BULK_TOKENS or (read and not background):
+                self._start_build(background)
+        self._publish()
 
-    def _read(self, seg: _Segment) -> bool:
+    def _read(self, seg: _Segment) -> int:
+        """Tokens read."""
         try:
             with open(seg.path, "rb") as f:  # NOTE: only what was added since the last read
                 f.seek(seg.offset)
                 data = f.read()
                 seg.last_used = max(seg.last_used, os.fstat(f.fileno()).st_mtime)
         except OSError:
-            return False
+            return 0
         try:
             records, consumed = read_records(data, 0)
-            seg.offset += consumed
         except CorruptSegment as exc:
             self.num_set_aside += 1
             log.warning("palimpsest file set aside", path=str(seg.path), reason=str(exc))
             with contextlib.suppress(OSError):
                 seg.path.rename(seg.path.with_suffix(".bad"))
-            del self._segments[seg.path.name]
-            return True
-        seg.tokens.extend(records)
-        return bool(records)
+            self._drop(seg.path.name)
+            return 0
+        seg.offset += consumed
+        count = sum(r.size for r in records)
+        bulk = count > _BULK_TOKENS
+        for record in records:
+            self._append(record, seg, bulk=bulk)
+        return count
 
-    def _rebuild(self) -> None:
-        parts = [np.full(1, SEPARATOR, dtype=np.int32)]
-        starts, owners, size = [], [], 1
-        for seg in sorted(self._segments.values(), key=lambda s: s.path.name):
-            starts.append(size)
-            owners.append(seg)
-            for record in seg.tokens:
-                parts += [record, np.full(1, SEPARATOR, dtype=np.int32)]
-                size += record.size + 1
-        self._starts, self._owners = np.asarray(starts, dtype=np.int64), owners
-        self._buffer = np.concatenate(parts).astype(np.int32)
-        self._size = self._buffer.size
-        self._num_records = sum(len(seg.tokens) for seg in self._segments.values())
-        self._build_indexes()
-
-    def _build_indexes(self) -> None:
-        for n, index in self._indexes.items():
-            index.rebuild(self._tokens)
-            self._recent[n].clear()
+    def _drop(self, name: str) -> None:
+        """Forget a segment: its tokens become separators (nothing drafts from them)."""
+        seg = self._segments.pop(name)
+        if seg is self._own:
+            self._own = None
+        for start, count in seg.spans:
+            self._buffer[start : start + count] = SEPARATOR
+        self._live_tokens -= seg.num_tokens
+        self._dead_tokens += seg.num_tokens
+        seg.spans, seg.num_tokens = [], 0
 
     def _evict(self) -> None:
-        if self.directory is None:
-            return
-        sizes = {name: seg.offset for name, seg in self._segments.items()}  # whole records
-        total = sum(sizes.values())
-        if total <= self.max_bytes:
-            return
-        removed = False
-        for name in sorted(sizes, key=lambda n: self._segments[n].last_used):
-            if total <= self.max_bytes:
+        """Least recently used segments out until the files are within max_bytes and the live
+        records within max_resident_bytes; the array is compacted once a quarter is dead."""
+        total = sum(seg.offset for seg in self._segments.values())  # whole records
+        by_age = sorted(self._segments, key=lambda n: self._segments[n].last_used)
+        for name in by_age:
+            if total <= self.max_bytes and self.live_bytes <= self.max_resident_bytes:
                 break
-            seg = self._segments.pop(name)
-            if seg is self._own:
-                self._own = None
-            with contextlib.suppress(OSError):
-                seg.path.unlink()
-            total -= sizes[name]
-            removed = True
-        if removed:
-            self._rebuild()
+            seg = self._segments[name]
+            if self.directory is not None:
+                with contextlib.suppress(OSError):
+                    seg.path.unlink()
+            total -= seg.offset
+            self._drop(name)
+        if self._dead_tokens > max(_BULK_TOKENS, (self._live_tokens + self._dead_tokens) // 4):
+            self._compact()
+
+    def _publish(self) -> None:
+        metrics.PALIMPSEST_RESIDENT_BYTES.set(self.resident_bytes)
 
     # -- figures -----------------------------------------------------------------------------
 
     @property
     def num_tokens(self) -> int:
-        return self._size - 1 - self._num_records  # a separator after each record
+        return self._live_tokens
 
     @property
     def num_bytes(self) -> int:
         return sum(seg.offset for seg in self._segments.values())
+
+    @property
+    def live_bytes(self) -> int:
+        """What the live records cost in memory once indexed (the budget's measure)."""
+        return self._live_tokens * TOKEN_BYTES
+
+    @property
+    def resident_bytes(self) -> int:
+        """What the archive holds in memory now: the token array (its room to grow too), the
+        indexes, the recent dicts, the record table."""
+        indexes = sum(16 * i.size for i in self._indexes.values())  # hash u64, position i64
+        entries = sum(len(d) for d in (*self._recent.values(), *self._frozen.values()))
+        return (
+            self._buffer.nbytes + indexes + entries * _RECENT_ENTRY_BYTES + len(self._starts) * 16
+        )
 
 
 # -- maintenance (the `reame palimpsest` command) -----------------------------------------------

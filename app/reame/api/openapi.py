@@ -1,0 +1,221 @@
+"""The OpenAPI 3.1 document of Reame's routes (served at /openapi.json). Pure.
+
+Generated from the pydantic models that validate the requests (schemas.py) and describe the
+responses (responses.py), so the document cannot drift from what the server checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from reame import __version__
+from reame.api import responses as out
+from reame.api.schemas import ChatRequest, CompletionRequest
+
+REF = "#/components/schemas/{model}"
+
+_ERRORS = {
+    "400": "Malformed JSON, an unknown field, a wrong type or value, a prompt that does not fit",
+    "401": "No valid API key (`Authorization: Bearer <key>`)",
+    "404": "An unknown model, route or session",
+    "413": "A body over max_body_bytes",
+    "429": "Every sequence and waiting place is taken; retry after Retry-After seconds",
+    "503": "The server is shutting down, or its engine is not running",
+}
+
+
+class _Components:
+    """Collects each model's schema, with its nested models hoisted beside it."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[str, Any] = {}
+
+    def ref(self, model: type[BaseModel]) -> dict[str, str]:
+        schema = model.model_json_schema(ref_template=REF, mode="validation")
+        for name, sub in {**schema.pop("$defs", {}), model.__name__: schema}.items():
+            known = self.schemas.setdefault(name, sub)
+            # NOTE: two different models of one name would silently describe one wrongly
+            assert known == sub, f"two schemas are named {name}"
+        return {"$ref": REF.format(model=model.__name__)}
+
+
+def _headers(*required: str) -> dict[str, Any]:
+    headers = {
+        "X-Request-Id": {
+            "description": "The request's id: the client's X-Request-Id, or a new one",
+            "schema": {"type": "string"},
+        }
+    }
+    for name in required:
+        headers[name] = {"required": True, "schema": {"type": "string"}}
+    return headers
+
+
+def _json(schema: dict[str, Any], description: str, *headers: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "headers": _headers(*headers),
+        "content": {"application/json": {"schema": schema}},
+    }
+
+
+def _errors(error: dict[str, str], *statuses: str) -> dict[str, Any]:
+    return {
+        status: _json(error, _ERRORS[status], *(("Retry-After",) if status == "429" else ()))
+        for status in statuses
+    }
+
+
+def _request_id_parameter() -> dict[str, Any]:
+    return {
+        "name": "X-Request-Id",
+        "in": "header",
+        "required": False,
+        "description": "An id for this request, echoed back and carried by its log lines",
+        "schema": {"type": "string"},
+    }
+
+
+def _event(c: _Components, chunk: type[BaseModel]) -> dict[str, Any]:
+    """One server-sent event of a stream (the schema of 3.1 describes each event): a chunk, an
+    error that ended the stream after it began, or the closing `[DONE]`."""
+    payload = {"anyOf": [c.ref(chunk), c.ref(out.ErrorBody)]}
+    return {
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "event": {"const": "message"},
+            "data": {
+                "anyOf": [
+                    {"const": "[DONE]"},
+                    {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": payload,
+                    },
+                ]
+            },
+        },
+    }
+
+
+def _generation(
+    c: _Components,
+    request: type[BaseModel],
+    response: type[BaseModel],
+    chunk: type[BaseModel],
+    summary: str,
+) -> dict[str, Any]:
+    error = c.ref(out.ErrorBody)
+    ok = _json(c.ref(response), "The answer; with `stream: true`, server-sent events")
+    ok["content"]["text/event-stream"] = {"schema": _event(c, chunk)}
+    return {
+        "post": {
+            "operationId": response.__name__[0].lower() + response.__name__[1:],
+            "summary": summary,
+            "parameters": [
+                _request_id_parameter(),
+                {
+                    "name": "X-Reame-Session",
+                    "in": "header",
+                    "required": False,
+                    "description": "The session whose state this call keeps (as `session_id`)",
+                    "schema": {"type": "string"},
+                },
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": c.ref(request)}},
+            },
+            "responses": {"200": ok, **_errors(error, "400", "401", "404", "413", "429", "503")},
+        }
+    }
+
+
+def _get(
+    c: _Components,
+    operation_id: str,
+    summary: str,
+    response: type[BaseModel],
+    statuses: tuple[str, ...],
+    path_parameter: str | None = None,
+) -> dict[str, Any]:
+    parameters = [_request_id_parameter()]
+    if path_parameter:
+        parameters.append(
+            {"name": path_parameter, "in": "path", "required": True, "schema": {"type": "string"}}
+        )
+    return {
+        "operationId": operation_id,
+        "summary": summary,
+        "parameters": parameters,
+        "responses": {
+            "200": _json(c.ref(response), summary),
+            **_errors(c.ref(out.ErrorBody), *statuses),
+        },
+    }
+
+
+def document() -> dict[str, Any]:
+    c = _Components()
+    v1 = ("401", "503")  # every /v1 route: without a key, while draining
+    session = ("session_id",)
+    paths = {
+        "/v1/chat/completions": _generation(
+            c, ChatRequest, out.ChatCompletion, out.ChatCompletionChunk, "A chat answer"
+        ),
+        "/v1/completions": _generation(
+            c, CompletionRequest, out.TextCompletion, out.TextCompletionChunk, "A completion"
+        ),
+        "/v1/models": {"get": _get(c, "listModels", "The model served", out.ModelList, v1)},
+        "/v1/models/{name}": {
+            "get": _get(c, "getModel", "One model", out.ModelCard, ("404", *v1), "name")
+        },
+        "/v1/sessions": {
+            "get": _get(c, "listSessions", "The sessions kept", out.SessionList, v1)
+        },
+        "/v1/sessions/{session_id}": {
+            "get": _get(c, "getSession", "One session", out.Session, ("404", *v1), *session),
+            "delete": _get(
+                c, "deleteSession", "End a session", out.SessionDeleted, ("404", *v1), *session
+            ),
+        },
+        "/health": {
+            "get": {
+                **_get(c, "health", "Liveness", out.Health, ()),
+                "security": [],
+                "responses": {
+                    "200": _json(c.ref(out.Health), "Alive"),
+                    "503": _json(c.ref(out.Health), "Degraded or failing, and why"),
+                },
+            }
+        },
+        "/ready": {
+            "get": {
+                **_get(c, "ready", "Model loaded and engine stepping", out.Ready, ("503",)),
+                "security": [],
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Reame",
+            "version": __version__,
+            "description": "An OpenAI-compatible API served by Reame on llama.cpp",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": dict(sorted(c.schemas.items())),
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "One of the server's API keys (only when it has keys)",
+                }
+            },
+        },
+        "security": [{"bearer": []}],
+    }

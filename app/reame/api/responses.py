@@ -1,0 +1,202 @@
+"""The response bodies Reame sends, as pydantic models: the OpenAPI document's response schemas.
+
+They describe what openai_format.py, calls.py, server.py and sessions.py build (nothing builds
+from these), strictly (unknown fields are refused), so a fuzzer's response-schema check catches
+a body that drifts from the document.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PromptTokensDetails(_Strict):
+    cached_tokens: int
+
+
+class Usage(_Strict):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+
+class Conclave(_Strict):
+    n: int
+    answer: str | None
+    candidate: int
+    tally: dict[str, int]
+    majority: bool
+    abstained: int
+    stopped_early: int
+    tokens_saved: int
+
+
+class TopLogprob(_Strict):
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
+class TokenLogprob(_Strict):
+    token: str
+    logprob: float
+    bytes: list[int]
+    top_logprobs: list[TopLogprob]
+
+
+class ChatLogprobs(_Strict):
+    content: list[TokenLogprob]
+
+
+class AssistantMessage(_Strict):
+    role: Literal["assistant"]
+    content: str
+
+
+FinishReason = Literal["stop", "length"]
+
+
+class ChatChoice(_Strict):
+    index: int
+    message: AssistantMessage
+    logprobs: ChatLogprobs | None
+    finish_reason: FinishReason | None
+
+
+class ChatCompletion(_Strict):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+    conclave: Conclave | None = None  # only with best_of > 1
+
+
+class CompletionLogprobs(_Strict):
+    tokens: list[str]
+    token_logprobs: list[float | None]
+    top_logprobs: list[dict[str, float]]
+    text_offset: list[int]
+
+
+class CompletionChoice(_Strict):
+    index: int
+    text: str
+    logprobs: CompletionLogprobs | None
+    finish_reason: FinishReason | None
+
+
+class TextCompletion(_Strict):
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage
+    conclave: Conclave | None = None
+
+
+class ChatDelta(_Strict):
+    role: Literal["assistant"] | None = None  # the first chunk of a choice
+    content: str | None = None  # absent from a finish chunk that adds no text
+
+
+class ChatChunkChoice(_Strict):
+    index: int
+    delta: ChatDelta
+    logprobs: ChatLogprobs | None
+    finish_reason: FinishReason | None
+
+
+class ChatCompletionChunk(_Strict):
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]  # none in the usage chunk
+    usage: Usage | None = None  # the usage chunk, with stream_options.include_usage
+
+
+class TextCompletionChunk(_Strict):
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+
+
+class ModelCard(_Strict):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+
+
+class ModelList(_Strict):
+    object: Literal["list"]
+    data: list[ModelCard]
+
+
+class Session(_Strict):
+    id: str
+    object: Literal["session"]
+    created: int
+    last_used: int
+    turns: int
+    cached_tokens: int
+    bytes: int
+
+
+class SessionList(_Strict):
+    object: Literal["list"]
+    data: list[Session]
+
+
+class SessionDeleted(_Strict):
+    id: str
+    object: Literal["session.deleted"]
+    deleted: Literal[True]
+
+
+class ErrorDetail(_Strict):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorBody(_Strict):
+    error: ErrorDetail
+
+
+class Health(_Strict):
+    status: Literal["ok", "degraded", "error"]
+    reason: str | None = None  # why it is degraded (state not kept) or failing (engine died)
+
+
+class Ready(_Strict):
+    status: Literal["ready"]
+    model: str
+
+
+MODELS: tuple[type[BaseModel], ...] = (
+    ChatCompletion,
+    TextCompletion,
+    ModelList,
+    ModelCard,
+    SessionList,
+    Session,
+    SessionDeleted,
+    ErrorBody,
+    Health,
+    Ready,
+)

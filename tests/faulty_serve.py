@@ -1,0 +1,31 @@
+"""`reame serve` with one fault put into the engine thread, for the tests of what the server does
+when that thread dies (a bug, a MemoryError outside a step): run as `python faulty_serve.py
+serve ARGS...`, as `reame` is run. The engine's admission raises for the first
+request whose prompt holds the word DIE; everything else is the real server."""
+
+from __future__ import annotations
+
+import sys
+
+from reame.cli.main import main
+from reame.engine.engine import Engine
+
+MARK = "DIE"
+
+
+def install() -> None:
+    admit = Engine._admit
+
+    def failing_admit(self: Engine) -> None:
+        for seq in self._waiting:
+            text = b"".join(self.model.piece(t) for t in seq.request.prompt)
+            if MARK.encode() in text:
+                raise MemoryError("injected fault in the engine thread")
+        admit(self)
+
+    Engine._admit = failing_admit  # type: ignore[method-assign]
+
+
+if __name__ == "__main__":
+    install()
+    sys.exit(main(sys.argv[1:]))

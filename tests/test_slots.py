@@ -1,0 +1,75 @@
+"""Slots on a context whose memory cannot be cut back (recurrent layers): every failed removal
+is a recompute, never a sequence that holds what it should not. No model: a fake context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reame.detokenize import TextStream
+from reame.engine.request import GenerationRequest, SavedState
+from reame.engine.sequence import Sequence
+from reame.engine.slots import Slots
+from reame.sampling import Sampler, SamplingParams
+
+
+@dataclass
+class Shape:
+    num_sequences: int = 2
+
+
+@dataclass
+class UncuttableContext:
+    """Holds a count of positions per sequence; like llama.cpp's recurrent memory it can only be
+    emptied, never cut back to a position."""
+
+    shape: Shape = field(default_factory=Shape)
+    held: dict[int, int] = field(default_factory=dict)
+
+    def remove(self, seq_id: int, start: int = 0, end: int = -1) -> bool:
+        if start == 0 and end == -1:
+            self.held[seq_id] = 0
+            return True
+        return start >= self.held.get(seq_id, 0)  # nothing to cut: fine
+
+    def clear(self, seq_id: int) -> None:
+        self.held[seq_id] = 0
+
+    def load_state(self, seq_id: int, data: bytes) -> bool:
+        self.held[seq_id] = len(data)
+        return True
+
+
+def sequence(prompt: list[int], prefix: SavedState | None = None) -> Sequence:
+    params = SamplingParams(temperature=0.0, max_tokens=4)
+    seq = Sequence(
+        GenerationRequest(prompt, params, prefix=prefix),
+        lambda e: None,
+        Sampler(params, 100),
+        TextStream(),
+    )
+    seq.tokens.extend(prompt)
+    return seq
+
+
+def test_a_resident_prompt_that_cannot_be_cut_is_computed_again_not_reused() -> None:
+    context = UncuttableContext()
+    slots = Slots(context, keeps_prompts=True)
+    first = sequence(list(range(80)))
+    slots.place(first)
+    context.held[first.slot] = 80 + 5  # its prompt and an answer of 5 tokens
+    first.chunk_ends = [80]
+    first.tokens.extend([1, 2, 3, 4, 5])
+    slots.release(first, keep_prompt=True)  # the answer cannot be cut off: nothing kept
+    assert context.held == {0: 0}
+    second = sequence(list(range(80)) + [7])
+    slots.place(second)
+    assert second.num_computed == second.num_cached == 0
+
+
+def test_a_restored_state_that_cannot_be_cut_to_the_prompt_is_dropped() -> None:
+    context = UncuttableContext()
+    slots = Slots(context, keeps_prompts=False)
+    stored = SavedState(tuple(range(64)) + (99, 98), b"x" * 66)  # diverges after 64 tokens
+    seq = sequence(list(range(64)) + [5, 6], prefix=stored)
+    slots.place(seq)
+    assert seq.num_computed == seq.num_cached == 0 and context.held[seq.slot] == 0
