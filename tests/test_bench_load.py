@@ -126,15 +126,21 @@ def test_soak_samples_every_interval_and_at_the_end() -> None:
     assert sample_times(7, 3) == [0, 3, 6, 7]
 
 
-def sample(t: float, rss: float, fds: int = 20, threads: int = 10) -> Sample:
-    return Sample(t, rss, fds, threads, 0.0, 0.0, 0, 0)
+def sample(t: float, rss: float, fds: int = 20, threads: int = 10, stores: float = 0) -> Sample:
+    return Sample(t, rss, fds, threads, 0.0, 0.0, stores, 0, 0)
 
 
 def test_flat_means_the_last_third_stays_near_the_first_and_counts_stay_put() -> None:
     warm = [sample(0, 300), sample(1, 400), sample(2, 405), sample(3, 410), sample(4, 420)]
     assert all(v.is_flat is not False for v in verdicts(warm))
     leak = [*warm[:4], sample(4, 600, fds=40, threads=30)]
-    assert {v.series for v in verdicts(leak) if v.is_flat is False} == {"rss_mb", "fds", "threads"}
+    leaking = {v.series for v in verdicts(leak) if v.is_flat is False}
+    assert leaking == {"rss_beyond_stores_mb", "fds", "threads"}
+
+
+def test_rss_that_grows_with_the_budgeted_stores_alone_is_flat() -> None:
+    filling = [sample(t, 400 + 50 * t, stores=50 * t) for t in range(6)]  # sessions filling up
+    assert all(v.is_flat is not False for v in verdicts(filling))
 
 
 def reame(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:

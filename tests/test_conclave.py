@@ -85,10 +85,13 @@ def test_the_early_stop_stops_the_stragglers_and_frees_their_sequences(runtime: 
     assert tally.stopped, "the answers came in at different lengths: some were still running"
     assert all(verdict.candidates[k].finish is None for k in tally.stopped)
     assert counter(metrics.CONCLAVE_STOPPED) - stopped_before == len(tally.stopped)
-    longest = max(c.finish.num_completion_tokens for c in verdict.candidates if c.finish)
     whole = convened(runtime, Job(prompt, params), 5, EVERY_TEXT_HAS_AN_E, early_stop=False)
     assert verdict.num_completion_tokens < whole.num_completion_tokens
-    assert max(c.finish.num_completion_tokens for c in whole.candidates) > longest
+    # NOTE: candidate k writes the same text in both runs (seed + k): let go on, the stopped
+    # ones write more than they had (not "longer than the longest finished one": on an AVX-512
+    # CPU one finished at max_tokens before the majority held)
+    had = sum(len(verdict.candidates[k].tokens) for k in tally.stopped)
+    assert sum(whole.candidates[k].finish.num_completion_tokens for k in tally.stopped) > had
     deadline = time.monotonic() + 5
     while runtime.engine.num_running and time.monotonic() < deadline:
         time.sleep(0.01)

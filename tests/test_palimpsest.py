@@ -15,7 +15,8 @@ from pathlib import Path
 from disk_faults import mount, tmpfs
 from reame import metrics
 from reame.spec.context_lookup import ContextLookup
-from reame.spec.palimpsest import SIZES, TOKEN_BYTES, Palimpsest, encode_record
+from reame.spec.palimpsest import SIZES, TOKEN_BYTES, Palimpsest
+from reame.spec.palimpsest_records import encode_record
 from reame_command import reame_command
 
 FP = "fp-test"

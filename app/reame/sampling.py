@@ -123,11 +123,14 @@ def keep_top_candidates(
     else:
         ids = np.arange(logits.size)
     ids = ids[np.argsort(logits[ids])[::-1]]
-    # NOTE: shifted before scaling: a tiny temperature (5e-324) sends logits / T to infinity,
-    # and inf - inf is NaN; shifted, the best is 0 and the rest go to -inf, so exp gives 1 and 0
     head = logits[ids].astype(np.float64)
-    with np.errstate(over="ignore"):
-        probs = np.exp((head - head[0]) / temperature)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = head / temperature
+    if not np.isfinite(scaled[0]):
+        # NOTE: a temperature so small (5e-324) that logits / T overflow: inf - inf would be
+        # NaN and keep nothing; it is greedy, ties shared
+        scaled = np.where(head == head[0], 0.0, -np.inf)
+    probs = np.exp(scaled - scaled[0])
     probs /= probs.sum()
     if top_p < 1.0:
         # keep the smallest head whose mass reaches top_p (always at least one token)

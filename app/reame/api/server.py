@@ -4,6 +4,7 @@ that imports sanic; everything it serves is built in calls.py, openai_format.py 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import time
@@ -110,7 +111,9 @@ def create_app(
         )
 
     @app.after_server_start
-    async def watch_engine(app_: Sanic, loop: asyncio.AbstractEventLoop) -> None:
+    async def watch_engine(_: Sanic) -> None:
+        loop = asyncio.get_running_loop()
+
         def died(reason: str) -> None:  # on the engine thread
             loop.call_soon_threadsafe(engine_died, reason)
 
@@ -235,8 +238,10 @@ def create_app(
                 content_type="text/event-stream",
                 headers={"cache-control": "no-cache", "x-request-id": request.ctx.request_id},
             )
-            async for chunk in with_heartbeats(call.frames(), settings.sse_heartbeat_seconds):
-                await response.send(chunk)
+            frames = with_heartbeats(call.frames(), settings.sse_heartbeat_seconds)
+            async with contextlib.aclosing(frames):  # NOTE: a client gone stops its work now
+                async for chunk in frames:
+                    await response.send(chunk)
             await response.eof()
             observe(request, 200)
             return None

@@ -20,6 +20,9 @@ class Sample:
     threads: int
     prefix_cache_mb: float
     palimpsest_mb: float
+    # what the server holds in memory within budgets (the prefix cache's RAM tier, sessions,
+    # the Palimpsest), from its /metrics: RSS beyond it is what must stay flat
+    memory_stores_mb: float
     requests: int  # finished so far
     errors_5xx: int  # so far, as the clients saw them
 
@@ -46,15 +49,23 @@ def write_png(samples: Sequence[Sample], path: Path) -> None:
     minutes = [s.t_s / 60 for s in samples]
     figure, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     panels = (
-        (axes[0][0], "RSS (MB)", [("rss", [s.rss_mb for s in samples])]),
+        (
+            axes[0][0],
+            "RSS (MB)",
+            [
+                ("rss", [s.rss_mb for s in samples]),
+                ("rss beyond budgeted stores", [s.rss_mb - s.memory_stores_mb for s in samples]),
+            ],
+        ),
         (axes[0][1], "open file descriptors", [("fds", [s.fds for s in samples])]),
         (axes[1][0], "threads", [("threads", [s.threads for s in samples])]),
         (
             axes[1][1],
             "stores (MB)",
             [
-                ("prefix cache", [s.prefix_cache_mb for s in samples]),
-                ("palimpsest", [s.palimpsest_mb for s in samples]),
+                ("prefix cache on disk", [s.prefix_cache_mb for s in samples]),
+                ("palimpsest on disk", [s.palimpsest_mb for s in samples]),
+                ("in memory", [s.memory_stores_mb for s in samples]),
             ],
         ),
     )

@@ -22,11 +22,9 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
-import struct
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,11 +35,10 @@ import structlog
 from reame import metrics
 from reame.cache.private_files import make_dirs, make_private, open_append
 from reame.spec.ngram_index import SEPARATOR, NgramIndex, hash_of, ngram_hashes
+from reame.spec.palimpsest_records import CorruptSegment, encode_record, read_records
 
 log = structlog.get_logger("reame.palimpsest")
 
-_HEAD = struct.Struct("<4sII")
-_MAGIC = b"PALR"
 # n-gram lengths looked up, longest first: a long match (the end of the question and the chat
 # template's "assistant" header) tells apart answers that a short one mixes up
 SIZES = (8, 3)
@@ -62,34 +59,6 @@ class _Segment:
     spans: list[tuple[int, int]] = field(default_factory=list)
     last_used: float = 0.0
     num_tokens: int = 0
-
-
-def encode_record(tokens: Sequence[int]) -> bytes:
-    payload = np.asarray(tokens, dtype="<i4").tobytes()
-    return _HEAD.pack(_MAGIC, len(tokens), zlib.crc32(payload)) + payload
-
-
-class CorruptSegment(Exception):
-    pass
-
-
-def read_records(data: bytes, offset: int) -> tuple[list[np.ndarray], int]:
-    """Whole records from `offset`; returns them and where the next one starts. A short tail is
-    left for later; a bad magic or checksum raises CorruptSegment."""
-    out = []
-    while offset + _HEAD.size <= len(data):
-        magic, count, crc = _HEAD.unpack_from(data, offset)
-        if magic != _MAGIC:
-            raise CorruptSegment(f"no record at byte {offset}")
-        end = offset + _HEAD.size + 4 * count
-        if end > len(data):
-            break
-        payload = data[offset + _HEAD.size : end]
-        if zlib.crc32(payload) != crc:
-            raise CorruptSegment(f"checksum of the record at byte {offset}")
-        out.append(np.frombuffer(payload, dtype="<i4").astype(np.int32))
-        offset = end
-    return out, offset
 
 
 class Palimpsest:
@@ -434,48 +403,3 @@ class Palimpsest:
         return (
             self._buffer.nbytes + indexes + entries * _RECENT_ENTRY_BYTES + len(self._starts) * 16
         )
-
-
-# -- maintenance (the `reame palimpsest` command) -----------------------------------------------
-
-
-@dataclass(slots=True)
-class ArchiveStats:
-    fingerprint: str
-    files: int = 0
-    records: int = 0
-    tokens: int = 0
-    num_bytes: int = 0
-    set_aside: int = 0  # *.bad files
-    damaged: int = 0  # files that would be set aside when read
-
-
-def archive_stats(root: Path) -> list[ArchiveStats]:
-    """What the archive directory holds, per tokenizer fingerprint (reads every record)."""
-    out = []
-    for directory in sorted(p for p in root.glob("*") if p.is_dir()):
-        stats = ArchiveStats(directory.name)
-        stats.set_aside = len(list(directory.glob("*.bad")))
-        for path in sorted(directory.glob("*.pal")):
-            data = path.read_bytes()
-            stats.files += 1
-            stats.num_bytes += len(data)
-            try:
-                records, _ = read_records(data, 0)
-            except CorruptSegment:
-                stats.damaged += 1
-                continue
-            stats.records += len(records)
-            stats.tokens += sum(r.size for r in records)
-        out.append(stats)
-    return out
-
-
-def clear_archive(root: Path) -> int:
-    """Remove every archive file (set-aside ones too); how many."""
-    removed = 0
-    for path in [*root.glob("*/*.pal"), *root.glob("*/*.bad")]:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-            removed += 1
-    return removed
