@@ -136,6 +136,9 @@ def test_per_key_tenancy_keeps_each_keys_prefixes_apart() -> None:
         assert cached(ALICE) == 0
         assert cached(BOB) == 0  # NOTE: Alice's prompt is not Bob's to reuse (nor to time)
         assert cached(ALICE) > 100 and cached(BOB) > 100
+        # each key's answers are archived apart, to draft only that key's next answers
+        archives = [d for d in (srv.state_dir / "palimpsest").iterdir() if any(d.glob("*.pal"))]
+        assert len({d.name.rsplit("-", 1)[-1] for d in archives}) == 2
     finally:
         srv.stop()
 

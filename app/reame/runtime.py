@@ -100,20 +100,22 @@ def speculation(settings: Settings, model: Model, tuned: Tuned) -> Speculation:
         except Exception:
             draft_model.close()
             raise
-    # NOTE: per key, one key's answers must not draft (and so, by their speed, show themselves
-    # to) another's: the shared archive is not used
-    archive = (
-        Palimpsest(
-            settings.palimpsest_path, model.tokenizer_fingerprint(), settings.palimpsest_mb << 20
-        )
-        if settings.palimpsest and settings.tenancy == "shared"
-        else None
-    )
+    vocabulary, budget = model.tokenizer_fingerprint(), settings.palimpsest_mb << 20
+
+    def open_archive(scope: str) -> Palimpsest:
+        # NOTE: per key, one key's answers must not draft (and so, by their speed, show
+        # themselves to) another's: an archive of its own, beside the others
+        name = f"{vocabulary}-{scope}" if scope else vocabulary
+        return Palimpsest(settings.palimpsest_path, name, budget)
+
+    is_per_key = settings.tenancy == "per_key"
+    archive = open_archive("") if settings.palimpsest and not is_per_key else None
     tokenizer = None
     if settings.suggeritore:
         tokenizer = (model.piece, lambda text: model.tokenize(text, False, False))
     controller = SpecController(settings.spec, settings.spec_max_draft)
-    return Speculation(controller, archive, draft, tokenizer)
+    opener = open_archive if settings.palimpsest and is_per_key else None
+    return Speculation(controller, archive, draft, tokenizer, opener)
 
 
 class Runtime:

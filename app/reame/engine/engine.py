@@ -129,7 +129,7 @@ class Engine:
         seq = Sequence(request, sink, sampler, TextStream(request.params.stop))
         seq.tokens.extend(request.prompt)
         if self._spec is not None and request.params.speculation != "off":
-            seq.drafters = self._spec.drafters(seq.num_prompt)
+            seq.drafters = self._spec.drafters(seq.num_prompt, request.scope)
         if self._on_snapshot is not None:
             seq.snapshots_due = sorted({p for p in request.snapshot_at if 0 < p <= seq.num_prompt})
         return seq
@@ -485,7 +485,7 @@ class Engine:
             self._slots.release(seq, keep_prompt=reason in ("stop", "length"))
             self._running.remove(seq)
         if self._spec is not None and reason in ("stop", "length"):
-            self._spec.learn(seq.tokens, seq.num_prompt)
+            self._spec.learn(seq.tokens, seq.num_prompt, request.scope)
         with self._in_flight_lock:
             self._num_in_flight -= 1
         self._publish_counts()  # NOTE: before the event, so a caller that saw it sees the count

@@ -3,6 +3,7 @@ if one is set, and a fresh set of drafters for each sequence."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -33,7 +34,23 @@ class Speculation:
     draft_model: DraftModel | None = None
     # Il Suggeritore's view of the model: a token's text, and a text's tokens; None: not used
     tokenizer: tuple[Callable[[int], bytes], Callable[[str], list[int]]] | None = None
+    # tenancy "per_key": each scope (a key's digest) gets an archive of its own, opened when
+    # first needed; `palimpsest` is then None
+    open_archive: Callable[[str], Palimpsest] | None = None
+    _archives: dict[str, Palimpsest] = field(default_factory=dict)
+    _opening: threading.Lock = field(default_factory=threading.Lock)
     _shown: dict[str, bool] = field(default_factory=dict)  # what the gauge and the log said
+
+    def archive(self, scope: str = "") -> Palimpsest | None:
+        """The archive a request of this scope drafts from and adds to."""
+        if self.open_archive is None:
+            return self.palimpsest
+        with (
+            self._opening
+        ):  # NOTE: drafters are made on the caller's thread, learning on the engine's
+            if scope not in self._archives:
+                self._archives[scope] = self.open_archive(scope)
+            return self._archives[scope]
 
     def publish(self) -> None:
         """The enabled gauge of each drafter, and a log line when one turns on or off."""
@@ -61,21 +78,23 @@ class Speculation:
             metrics.SPEC_LENGTH.labels(name).set(count)
             offset += count
 
-    def drafters(self, num_prompt: int) -> dict[str, Drafter]:
+    def drafters(self, num_prompt: int, scope: str = "") -> dict[str, Drafter]:
         """A fresh set for a sequence whose prompt is `num_prompt` tokens."""
         out: dict[str, Drafter] = {"context": ContextLookup()}
         if self.tokenizer is not None:
             out[Suggeritore.name] = Suggeritore(*self.tokenizer, num_prompt)
-        if self.palimpsest is not None:
-            out["palimpsest"] = self.palimpsest
+        if (archive := self.archive(scope)) is not None:
+            out["palimpsest"] = archive
         if self.draft_model is not None:
             out[ModelDrafter.name] = ModelDrafter(self.draft_model)
         return out
 
-    def learn(self, tokens: Sequence[int], num_prompt: int) -> None:
+    def learn(self, tokens: Sequence[int], num_prompt: int, scope: str = "") -> None:
         """Keep a finished generation, with the prompt's last tokens that lead into it (the end
         of the question tells one answer's start from another's)."""
-        if self.palimpsest is None or len(tokens) - num_prompt < 2:
+        archive = self.archive(scope)
+        if archive is None or len(tokens) - num_prompt < 2:
             return
-        self.palimpsest.add(tokens[max(0, num_prompt - PROMPT_CONTEXT) :])
-        metrics.PALIMPSEST_TOKENS.set(self.palimpsest.num_tokens)
+        archive.add(tokens[max(0, num_prompt - PROMPT_CONTEXT) :])
+        archives = self._archives.values() if self.open_archive else [archive]
+        metrics.PALIMPSEST_TOKENS.set(sum(a.num_tokens for a in archives))
