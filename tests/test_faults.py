@@ -102,19 +102,25 @@ def check_still_works(server, state_dir: Path, cold: dict[str, str], key: str, l
 
 def test_a_kill_during_snapshot_writes(tmp_path: Path, cold: dict[str, str]) -> None:
     rng = random.Random(15)
-    # the first .part seen, then at once, and a little later (the next files)
+    # the first .part seen, then at once; then, once a snapshot of this prompt is whole on
+    # disk, a little later, while the writer goes on with the next ones (a kill at a fixed delay
+    # alone lands before or after the first rename as the machine's speed has it)
     delays = [0.0, rng.uniform(0.05, 0.3)]
     for i, delay in enumerate(delays):
+        before = set(kvs_files(tmp_path))
         server = serve(tmp_path)
         text, cached = ask(server, LONG_PROMPTS[i], LONG_TOKENS)
         assert (text, cached) == (cold[f"long{i}"], 0)
         seen = wait_for(lambda: bool(part_files(tmp_path)), 30)
+        if i == len(delays) - 1:
+            assert wait_for(lambda b=before: bool(set(kvs_files(tmp_path)) - b), 60, 0.01)
         time.sleep(delay)
         parts_at_kill = len(part_files(tmp_path))
         kill(server)
         state = disk_state(tmp_path)
+        after = "a temp file" if i < len(delays) - 1 else "a whole snapshot and a temp file"
         note(
-            f"(a) kill {i + 1}: {delay * 1000:.0f} ms after a temp file "
+            f"(a) kill {i + 1}: {delay * 1000:.0f} ms after {after} "
             f"{'appeared' if seen else 'did not appear (30 s)'}, {parts_at_kill} temp file(s) "
             f"being written; left {state}; verify: {cache_verify(tmp_path)}"
         )
