@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -33,6 +30,7 @@ from reame.bench.serve_process import require_loopback
 from reame.bench.soak_plot import Sample
 from reame.bench.soak_runner import sample_times, verdicts
 from reame.errors import ConfigError
+from reame_command import reame_command
 
 SHAPE = MixShape("smollm2-135m", max_body_bytes=256 * 1024, context_tokens=2048)
 
@@ -143,23 +141,9 @@ def test_rss_that_grows_with_the_budgeted_stores_alone_is_flat() -> None:
     assert all(v.is_flat is not False for v in verdicts(filling))
 
 
-def reame(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """The real command, free of the caller's REAME_* settings (its PYTHONPATH kept)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REAME_")}
-    app = str(Path(__file__).parents[1] / "app")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [app, env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "reame.cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 @pytest.mark.model
 def test_a_short_load_gives_no_5xx_429s_with_retry_after_and_frees_the_slots() -> None:
-    result = reame(
+    result = reame_command(
         "bench", "--load", "--clients", "64", "--requests", "150", "--seconds", "75", "--json",
         timeout=300,
     )  # fmt: skip
@@ -173,7 +157,7 @@ def test_a_short_load_gives_no_5xx_429s_with_retry_after_and_frees_the_slots() -
 
 @pytest.mark.model
 def test_a_short_soak_writes_its_csv_and_plot(tmp_path: Path) -> None:
-    result = reame(
+    result = reame_command(
         "bench", "--soak", "--minutes", "0.1", "--interval", "3", "--out", str(tmp_path),
         timeout=300,
     )  # fmt: skip

@@ -10,7 +10,6 @@ import contextlib
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pytest
 import schemathesis
@@ -29,6 +28,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from fuzz_tally import Tally
 from server_process import ServerProcess, small_server
 
 pytestmark = pytest.mark.model
@@ -72,21 +72,6 @@ CHECKS = [
 
 class OutOfTime(Exception):
     pass
-
-
-@dataclass
-class Tally:
-    examples: int = 0
-    statuses: Counter[str] = field(default_factory=Counter)
-    failures: dict[tuple[str, str], str] = field(default_factory=dict)  # (operation, kind): one
-
-    def report(self) -> str:
-        lines = [
-            f"schemathesis: {self.examples} examples run, {len(self.failures)} distinct failures",
-            "statuses: " + ", ".join(f"{k} x{v}" for k, v in sorted(self.statuses.items())),
-        ]
-        lines += [f"--- {op}: {kind}\n{text}" for (op, kind), text in self.failures.items()]
-        return "\n".join(lines)
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +145,7 @@ def test_every_operation_keeps_to_the_document(server: ServerProcess) -> None:
     schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json", headers=AUTH)
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) == 9, [op.label for op in operations]
-    tally = Tally()
+    tally = Tally("schemathesis")
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
         for operation in operations:
             fuzz(operation, mode, server.url, tally)

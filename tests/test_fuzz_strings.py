@@ -10,15 +10,14 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 import httpx
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from fuzz_tally import Tally
 from reame.api import responses as out
 from server_process import ServerProcess, small_server
 
@@ -111,21 +110,6 @@ PLACES: dict[str, Callable[[str], tuple[str, Body]]] = {
 HEADERS = ["authorization", "bearer", "x-request-id", "x-reame-session"]
 
 
-@dataclass
-class Tally:
-    examples: int = 0
-    statuses: Counter[str] = field(default_factory=Counter)
-    failures: dict[tuple[str, str], str] = field(default_factory=dict)  # (place, what): one
-
-    def report(self) -> str:
-        lines = [
-            f"strings: {self.examples} examples run, {len(self.failures)} distinct failures",
-            "statuses: " + ", ".join(f"{k} x{v}" for k, v in sorted(self.statuses.items())),
-        ]
-        lines += [f"--- {place}: {what}\n{text}" for (place, what), text in self.failures.items()]
-        return "\n".join(lines)
-
-
 class OutOfTime(Exception):
     pass
 
@@ -183,7 +167,7 @@ def problem(response: httpx.Response, stream: bool, path: str) -> str | None:
 
 
 def test_hostile_strings_get_answers_or_openai_errors(server: ServerProcess) -> None:
-    tally = Tally()
+    tally = Tally("strings")
     deadline = time.monotonic() + SECONDS
     client = httpx.Client(base_url=server.url, timeout=120)
 
