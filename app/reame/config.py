@@ -120,6 +120,11 @@ class Settings(BaseSettings):
         True, description="suggest the structure of lists, tables and JSON as drafts"
     )
     palimpsest: bool = Field(True, description="keep finished generations to draft from")
+    forced_runs: bool = Field(
+        True,
+        description="tokens a grammar forces are computed together in one step (false: one a "
+        "step, for comparison)",
+    )
     palimpsest_dir: Path | None = Field(
         None, description="where they persist (default: state_dir/palimpsest)"
     )

@@ -242,6 +242,14 @@ class Model:
     def is_end_of_generation(self, token: int) -> bool:
         return bool(lc.llama_vocab_is_eog(self._vocab, token))
 
+    def end_of_generation_ids(self) -> list[int]:
+        return [t for t in range(self.vocab_size) if lc.llama_vocab_is_eog(self._vocab, t)]
+
+    @property
+    def vocab_handle(self) -> object:
+        """llama.cpp's vocabulary pointer, for libraries that read it (llguidance)."""
+        return self._vocab
+
     def close(self) -> None:
         if self._ptr:
             lc.llama_model_free(self._ptr)

@@ -151,3 +151,21 @@ CONCLAVE_TOKENS_SAVED = Counter(
     "Tokens the stopped candidates did not write (estimate: as many again as each had written)",
     registry=REGISTRY,
 )
+
+GRAMMAR_REQUESTS = Counter(
+    "reame_grammar_requests",
+    "Requests decoded under a grammar, by kind (json_schema, json_object, lark, gbnf, regex, tools)",
+    ["kind"],
+    registry=REGISTRY,
+)
+GRAMMAR_FORCED_TOKENS = Counter(
+    "reame_grammar_forced_tokens",
+    "Tokens a grammar left no choice about: appended without sampling",
+    registry=REGISTRY,
+)
+GRAMMAR_MASK_SECONDS = Histogram(
+    "reame_grammar_mask_seconds",
+    "Time to compute one token mask of a grammar",
+    buckets=(0.00001, 0.00003, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1),
+    registry=REGISTRY,
+)

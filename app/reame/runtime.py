@@ -13,6 +13,7 @@ from reame.cache.prefix_cache import CacheConfig, PrefixCache
 from reame.config import Settings
 from reame.engine.engine import Engine
 from reame.engine.request import FinishEvent, GenerationRequest
+from reame.grammar import Grammars
 from reame.llama import Context, ContextShape, Model, set_llama_log_level
 from reame.models.gguf_facts import ModelFacts
 from reame.models.resolve import resolve_model
@@ -154,6 +155,7 @@ class Runtime:
             on_snapshot=self.cache.offer if self.cache else None,
             speculation=self.speculation,
             max_wait_seconds=settings.max_wait_seconds,
+            forced_runs=settings.forced_runs,
         )
         if self.cache is not None:
             engine = self.engine
@@ -165,6 +167,7 @@ class Runtime:
             sampling_defaults(settings),
             self.cache,
             settings.stream_interval_ms / 1000,
+            Grammars(self.model.vocab_handle, self.model.vocab_size, self.model.end_of_generation_ids()),
         )
         self._warm_up()
         log.info(

@@ -1,7 +1,8 @@
 """Token sampling over one logits vector: pure numpy, no model needed.
 
-Order of operations (as llama.cpp's default chain): logit bias, penalties, then either greedy
-argmax (temperature 0) or top-k, temperature, top-p, min-p and a seeded draw.
+Order of operations (as llama.cpp's default chain): logit bias, penalties, a grammar's mask of
+allowed tokens (where a request has one), then either greedy argmax (temperature 0) or top-k,
+temperature, top-p, min-p and a seeded draw.
 
 The draw for the token at position n uses a random number of its own, made from the request's
 seed and n alone. So the tokens are the same whether they come one step at a time or out of a
@@ -26,6 +27,9 @@ from reame.spec.verify import verify_drafts
 
 MAX_STOP_STRINGS = 16
 _FINITE = float(np.finfo(np.float32).max)
+
+# a boolean mask over the vocabulary: the tokens a grammar allows next
+Allowed = np.ndarray
 
 
 class SamplingParams(BaseModel):
@@ -136,9 +140,8 @@ def keep_top_candidates(
         # keep the smallest head whose mass reaches top_p (always at least one token)
         cut = int(np.searchsorted(np.cumsum(probs), top_p)) + 1
         ids, probs = ids[:cut], probs[:cut]
-    if min_p > 0.0:
-        keep = probs >= min_p * probs[0]
-        ids, probs = ids[keep], probs[keep]
+    keep = probs >= min_p * probs[0] if min_p > 0.0 else probs > 0.0  # masked: probability 0
+    ids, probs = ids[keep], probs[keep]
     return ids, probs / probs.sum()
 
 
@@ -153,6 +156,7 @@ class Sampler:
                 f"logit_bias token id {too_big[0]} is out of range (vocab size {vocab_size})"
             )
         self.params = params
+        self.vocab_size = vocab_size
         self._seed = params.seed if params.seed is not None else int(secrets.randbits(63))
         self._bias_ids = np.fromiter(params.logit_bias.keys(), dtype=np.int64)
         self._bias_values = np.fromiter(params.logit_bias.values(), dtype=np.float32)
@@ -165,21 +169,32 @@ class Sampler:
         """The argmax of the raw logits, nothing else asked: drafts can be checked by argmax."""
         return self._is_plain_greedy and not self.params.logprobs
 
-    def sample(self, logits: np.ndarray, history: Sequence[int]) -> Sampled:
-        """The token after `history` (the sequence's tokens so far); `logits` is only read."""
+    def sample(
+        self, logits: np.ndarray, history: Sequence[int], allowed: Allowed | None = None
+    ) -> Sampled:
+        """The token after `history` (the sequence's tokens so far), one of `allowed` if given;
+        `logits` is only read."""
         p = self.params
-        if self._is_plain_greedy and not p.logprobs:
+        if self._is_plain_greedy and not p.logprobs and allowed is None:
             return Sampled(int(np.argmax(logits)))
-        processed = self._processed(logits, history)
+        processed = self._processed(logits, history, allowed)
         return self._described(self._pick(processed, len(history)), processed)
 
     def verify(
-        self, drafts: Sequence[int], logits_at: Callable[[int], np.ndarray], history: list[int]
+        self,
+        drafts: Sequence[int],
+        logits_at: Callable[[int], np.ndarray],
+        history: list[int],
+        allowed_at: Callable[[int], Allowed] | None = None,
     ) -> list[Sampled]:
         """The drafts to keep and the model's own token after them, given the logits at each
         of the len(drafts) + 1 positions of a verify batch (position i follows `history` and
-        drafts[:i]): exactly the tokens `sample` would give one step at a time."""
+        drafts[:i]), and under a grammar the tokens it allows there: exactly the tokens
+        `sample` would give one step at a time."""
         p = self.params
+
+        def processed(i: int) -> np.ndarray:
+            return self._processed(logits_at(i), seen(i), allowed_at(i) if allowed_at else None)
 
         def seen(i: int) -> Sequence[int]:
             if not p.has_penalties:
@@ -187,16 +202,14 @@ class Sampler:
             return history[-p.penalty_last_n :] + list(drafts[:i])
 
         def pick(i: int) -> int:
-            if self._is_plain_greedy:
+            if self._is_plain_greedy and allowed_at is None:
                 return int(np.argmax(logits_at(i)))
-            return self._pick(self._processed(logits_at(i), seen(i)), len(history) + i)
+            return self._pick(processed(i), len(history) + i)
 
         tokens = verify_drafts(drafts, pick)
         if not p.logprobs:
             return [Sampled(t) for t in tokens]
-        return [
-            self._described(t, self._processed(logits_at(i), seen(i))) for i, t in enumerate(tokens)
-        ]
+        return [self._described(t, processed(i)) for i, t in enumerate(tokens)]
 
     def _pick(self, processed: np.ndarray, position: int) -> int:
         p = self.params
@@ -219,10 +232,12 @@ class Sampler:
             top = tuple((int(t), float(logp[t])) for t in best)
         return Sampled(token, float(logp[token]), top)
 
-    def _processed(self, logits: np.ndarray, history: Sequence[int]) -> np.ndarray:
+    def _processed(
+        self, logits: np.ndarray, history: Sequence[int], allowed: Allowed | None = None
+    ) -> np.ndarray:
         p = self.params
         if not p.logit_bias and not p.has_penalties:
-            return logits
+            return logits if allowed is None else np.where(allowed, logits, -np.inf)
         out = np.array(logits, dtype=np.float32, copy=True)
         if p.logit_bias:
             out[self._bias_ids] += self._bias_values
@@ -233,4 +248,6 @@ class Sampler:
             )
             # NOTE: a tiny repetition penalty divides a logit to infinity: keep them finite
             np.clip(out, -_FINITE, _FINITE, out=out)
+        if allowed is not None:
+            out[~allowed] = -np.inf
         return out

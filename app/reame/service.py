@@ -19,6 +19,7 @@ from uuid import uuid4
 import structlog
 from pydantic import ValidationError
 
+from reame import metrics
 from reame.cache.keys import BLOCK_TOKENS
 from reame.cache.prefix_cache import PrefixCache
 from reame.chat_template import ChatTemplate, require_template
@@ -31,6 +32,7 @@ from reame.engine.request import (
     common_length,
 )
 from reame.errors import InvalidRequestError
+from reame.grammar import Grammar, Grammars, GrammarSpec
 from reame.llama import Model
 from reame.sampling import SamplingParams
 from reame.segment_tokenizer import SegmentTokenizer, marker_candidates
@@ -48,6 +50,7 @@ class Job:
     keep_state: bool = False
     marks: tuple[int, ...] = ()  # prompt lengths at message ends: where snapshots pay most
     scope: str = ""  # whose prefixes it reuses and adds to (GenerationRequest.scope)
+    grammar: Grammar | None = None  # what its output must match
 
 
 @dataclass(slots=True, frozen=True)
@@ -124,8 +127,10 @@ class Service:
         defaults: Mapping[str, Any],
         cache: PrefixCache | None = None,
         stream_interval: float = 0.0,
+        grammars: Grammars | None = None,
     ) -> None:
         self.model, self.engine, self.cache = model, engine, cache
+        self.grammars = grammars
         self._stream_interval = stream_interval
         self._defaults = dict(defaults)
         self._chat: tuple[ChatTemplate, SegmentTokenizer] | None = None
@@ -135,6 +140,15 @@ class Service:
 
     def sampling(self, **options: Any) -> SamplingParams:
         return build_sampling(self._defaults, **options)
+
+    def grammar(self, spec: GrammarSpec, kind: str | None = None) -> Grammar:
+        """The compiled grammar of a request (kept by its text), counted by `kind` (the spec's
+        own by default); InvalidRequestError if it does not compile. Off the event loop."""
+        if self.grammars is None:
+            raise InvalidRequestError("this server runs without constrained decoding")
+        grammar = self.grammars.compile(spec)
+        metrics.GRAMMAR_REQUESTS.labels(kind or spec.kind).inc()
+        return grammar
 
     def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         return self._render(messages, add_generation_prompt=True)
@@ -198,9 +212,7 @@ class Service:
             if take_snapshots:
                 base = _reach(prefix, job.prompt)
                 wanted = self.cache.snapshot_points(len(job.prompt), list(job.marks), base)
-                points = tuple(
-                    p for p in wanted if not self.cache.holds(job.prompt, p, job.scope)
-                )
+                points = tuple(p for p in wanted if not self.cache.holds(job.prompt, p, job.scope))
         # NOTE: with a cache, every answer's final state is kept too (when it adds a block): the
         # next turn of the conversation starts with this prompt and this answer. A session keeps
         # its state whatever it adds.
@@ -212,6 +224,7 @@ class Service:
             keep_state_min_new=0 if job.keep_state else BLOCK_TOKENS,
             snapshot_at=points,
             scope=job.scope,
+            grammar=job.grammar,
         )
 
     def finished(self, event: FinishEvent, scope: str = "") -> None:
@@ -227,10 +240,12 @@ class Service:
     def text_prompt(self, text: str) -> list[int]:
         return self.model.tokenize(text)
 
-    def stream(self, prompt: list[int], params: SamplingParams) -> Iterator[Event]:
+    def stream(
+        self, prompt: list[int], params: SamplingParams, grammar: Grammar | None = None
+    ) -> Iterator[Event]:
         """Events of one request; closing the iterator early aborts the request."""
         events: queue.SimpleQueue[Event] = queue.SimpleQueue()
-        request = self.request(Job(prompt, params))
+        request = self.request(Job(prompt, params, grammar=grammar))
         self.engine.submit(request, events.put)
         is_done = False
         try:
@@ -310,12 +325,12 @@ class Service:
         return out
 
     def generate(
-        self, prompt: list[int], params: SamplingParams
+        self, prompt: list[int], params: SamplingParams, grammar: Grammar | None = None
     ) -> tuple[list[int], str, FinishEvent]:
         """Run to the end: token ids, text, and the finish event."""
         tokens: list[int] = []
         parts: list[str] = []
-        for event in self.stream(prompt, params):
+        for event in self.stream(prompt, params, grammar):
             if isinstance(event, FinishEvent):
                 parts.append(event.text)
                 return tokens, "".join(parts), event

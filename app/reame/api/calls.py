@@ -17,6 +17,7 @@ from reame.api import openai_format as fmt
 from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.api.sse import DONE, frame
+from reame.api.structured import is_json, requested_grammar
 from reame.conclave.answers import RULES
 from reame.conclave.convene import Verdict, convene, open_conclave
 from reame.engine.request import FinishEvent, SavedState, TokenEvent
@@ -85,9 +86,11 @@ class Call:
                 "invalid_value",
             )
         self.served, self.body = served, body
+        self.grammar_spec = requested_grammar(body)
         self.best_of = self._best_of(body, session_id)
         if self.best_of > 1:
-            self.vote_rule = self._vote_rule(body.vote_on)
+            vote_on = body.vote_on or ("json" if is_json(self.grammar_spec) else None)
+            self.vote_rule = self._vote_rule(vote_on)
         self.is_chat = isinstance(body, ChatRequest)
         self.rid = ("chatcmpl-" if self.is_chat else "cmpl-") + uuid4().hex[:24]
         self.created = int(time.time())
@@ -132,7 +135,10 @@ class Call:
         body, params = self.body, self.params
         service = self.served.runtime.service
         marks: tuple[int, ...] = ()
+        grammar = None
         try:
+            if self.grammar_spec is not None:
+                grammar = service.grammar(self.grammar_spec)
             if isinstance(body, ChatRequest):
                 messages = [m.as_template_input() for m in body.messages]
                 prompts = [service.chat_prompt(messages)]
@@ -156,6 +162,7 @@ class Call:
                         keep_state=first,
                         marks=marks,
                         scope=self.owner if self.served.is_scoped_per_key else "",
+                        grammar=grammar,
                     )
                 )
         engine = self.served.runtime.engine

@@ -1,13 +1,13 @@
 """Request bodies of the OpenAI API as Reame accepts them (pydantic; unknown fields are refused).
 
 Reame's own knobs are extra fields, documented in the README: top_k, min_p, repetition_penalty,
-ignore_eos, speculation, session_id, and the Conclave's best_of (on chats too), vote_on and
-vote_early_stop.
+ignore_eos, speculation, session_id, the Conclave's best_of (on chats too), vote_on and
+vote_early_stop, and grammar (Lark or GBNF text, or a regex, on chats and completions).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -22,6 +22,83 @@ LogitBias = Annotated[
 ]
 # NaN and infinities (Python's JSON reads them) pass no range check, so none are taken
 STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+FunctionName = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]  # as OpenAI
+GrammarText = Annotated[str, Field(min_length=1, max_length=64 * 1024)]
+
+
+class ToolCallFunction(BaseModel):
+    model_config = STRICT
+    name: FunctionName
+    arguments: str = Field(max_length=256 * 1024)
+
+
+class ToolCall(BaseModel):
+    model_config = STRICT
+    id: str = Field(min_length=1, max_length=128)
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
+class FunctionDefinition(BaseModel):
+    model_config = STRICT
+    name: FunctionName
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(BaseModel):
+    model_config = STRICT
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedFunction(BaseModel):
+    model_config = STRICT
+    name: FunctionName
+
+
+class NamedToolChoice(BaseModel):
+    model_config = STRICT
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class JsonSchemaFormat(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    description: str | None = None
+    schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    strict: bool | None = None
+
+
+class TextFormat(BaseModel):
+    model_config = STRICT
+    type: Literal["text"]
+
+
+class JsonObjectFormat(BaseModel):
+    model_config = STRICT
+    type: Literal["json_object"]
+
+
+class JsonSchemaResponseFormat(BaseModel):
+    model_config = STRICT
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaFormat
+
+
+ResponseFormat = Annotated[
+    TextFormat | JsonObjectFormat | JsonSchemaResponseFormat, Field(discriminator="type")
+]
+
+
+class GrammarRule(BaseModel):
+    """Reame's `grammar` as an object: which language the text is in."""
+
+    model_config = STRICT
+    type: Literal["lark", "gbnf", "regex"]
+    value: GrammarText
 
 
 class TextPart(BaseModel):
@@ -35,13 +112,25 @@ class ChatMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = Field(None, min_length=1, max_length=128)
+    # NOTE: what the SDK sends back when an agent appends the assistant message it got
+    refusal: str | None = None
 
-    def as_template_input(self) -> dict[str, str]:
+    def as_template_input(self) -> dict[str, Any]:
         content = self.content
         if isinstance(content, list):
             content = "".join(part.text for part in content)
         role = "system" if self.role == "developer" else self.role
-        return {"role": role, "content": content or ""}
+        out: dict[str, Any] = {"role": role, "content": content or ""}
+        if self.tool_calls:
+            out["content"] = content
+            out["tool_calls"] = [call.model_dump() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        return out
 
 
 class StreamOptions(BaseModel):
@@ -76,6 +165,8 @@ class _Common(BaseModel):
     best_of: int | None = Field(None, ge=1)
     vote_on: str | None = Field(None, min_length=1, max_length=64)
     vote_early_stop: bool = True
+    response_format: ResponseFormat | None = None
+    grammar: GrammarText | GrammarRule | None = None
 
     @field_validator("stop")
     @classmethod
@@ -110,6 +201,9 @@ class ChatRequest(_Common):
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
+    tools: Annotated[list[Tool], Field(max_length=128)] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool = True
 
     def sampling_options(self) -> dict[str, object]:
         return {

@@ -1,17 +1,19 @@
 """What a candidate answered, pulled out of its text so answers can be compared: pure.
 
 Rules: `number` (the last number, as arithmetic answers end), `choice` (a multiple-choice letter
-A-E), `line` (the first line, normalized: a short answer), `auto` (a choice letter if the text
+A-E), `line` (the first line, normalized: a short answer), `json` (the parsed JSON, keys in
+order: structured answers that differ only in layout agree), `auto` (a choice letter if the text
 names one as its answer, else the last number, else the first line), or a regular expression
 (its first group, or the whole match, of its last match).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from decimal import Decimal, InvalidOperation
 
-RULES = ("auto", "number", "choice", "line")
+RULES = ("auto", "number", "choice", "line", "json")
 MAX_LINE_CHARS = 200  # a first line longer than this is not a short answer
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])-?\d+(?:\.\d+)?")
@@ -43,6 +45,8 @@ def extract(text: str, rule: str | re.Pattern[str] = "auto") -> str | None:
         return choice(text)
     if rule == "line":
         return first_line(text)
+    if rule == "json":
+        return canonical_json(text)
     if rule == "auto":
         named = _CHOICE_NAMED.search(text)
         if named:
@@ -63,6 +67,15 @@ def last_number(text: str) -> str | None:
         return None
     text = format(value.normalize(), "f")
     return "0" if text in ("-0", "0") else text
+
+
+def canonical_json(text: str) -> str | None:
+    """The JSON value of the text, keys sorted and no spaces; None if it is not JSON."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def choice(text: str) -> str | None:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 
+from reame.engine.constrained import cut_to_grammar
 from reame.engine.sequence import Sequence
 from reame.spec.context_lookup import ContextLookup
 from reame.spec.controller import SpecController
@@ -70,7 +71,7 @@ def best_proposal(
             continue
         is_probe = controller.is_probing(name)
         started = time.perf_counter()
-        tokens = drafter.propose(seq.tokens, k)[:k]
+        tokens = cut_to_grammar(seq, drafter.propose(seq.tokens, k)[:k])
         controller.record_proposal(name, time.perf_counter() - started, k)
         if not tokens:
             continue
@@ -94,6 +95,7 @@ def _continued(seq: Sequence, found: list[Proposal], length: int) -> list[Propos
     for p in found:
         if p.parts[0][0] == Suggeritore.name and length > len(p.tokens):
             more = lookup.continue_after(seq.tokens, p.tokens, length - len(p.tokens))
+            more = cut_to_grammar(seq, p.tokens + more)[len(p.tokens) :]
             if more:
                 parts = (*p.parts, (ContextLookup.name, len(more)))
                 out.append(Proposal(parts, p.tokens + more))

@@ -22,6 +22,7 @@ import structlog
 
 from reame import metrics
 from reame.detokenize import TextStream
+from reame.engine.constrained import mask_at, take_forced
 from reame.engine.drafting import add_drafts
 from reame.engine.request import (
     FinishEvent,
@@ -64,9 +65,12 @@ class Engine:
         on_snapshot: Callable[[SavedState, str], None] | None = None,
         speculation: Speculation | None = None,
         max_wait_seconds: float = 0.0,
+        forced_runs: bool = True,
     ) -> None:
         """`max_wait_seconds`: a request still waiting for a sequence after this long is refused
-        (finish reason "busy"), so no client hangs behind long answers; 0: it waits."""
+        (finish reason "busy"), so no client hangs behind long answers; 0: it waits.
+        `forced_runs`: the tokens a grammar forces go into one step together (else one a
+        step, as a sampled token would)."""
         self.model, self.context = model, context
         self.context_length = context_length
         self._max_in_flight = context.shape.num_sequences + max_waiting
@@ -84,6 +88,7 @@ class Engine:
         self._wake_hooks_lock = threading.Lock()
         self._published = (-1, -1)  # running and waiting, as the gauges last showed them
         self._max_wait = max_wait_seconds
+        self._forced_runs = forced_runs
         self.failure: str | None = None  # why the engine thread died; None while it serves
         self._death_hooks: list[Callable[[str], None]] = []
         self._thread = threading.Thread(target=self._run, name="reame-engine", daemon=True)
@@ -132,6 +137,8 @@ class Engine:
             seq.drafters = self._spec.drafters(seq.num_prompt, request.scope)
         if self._on_snapshot is not None:
             seq.snapshots_due = sorted({p for p in request.snapshot_at if 0 < p <= seq.num_prompt})
+        if request.grammar is not None:
+            seq.constraint = request.grammar.matcher()
         return seq
 
     def _enter(self, seq: Sequence, count: int) -> None:
@@ -307,7 +314,21 @@ class Engine:
             self._slots.place(seq)
             for fork in seq.forks:
                 fork.slot = self._slots.take_empty()
+            if seq.constraint is not None and not seq.forks and self._forced_runs:
+                self._force_first(seq)
         self._publish_counts()
+
+    def _force_first(self, seq: Sequence) -> None:
+        """What the grammar forces before any choice is computed with the prompt."""
+        try:
+            reason = self._take_run(seq, take_forced(seq, whole_run=True))
+        except Exception as exc:  # NOTE: what one request asked for fails that one alone
+            log.exception("grammar failed", request_id=seq.request.request_id)
+            reason = "error"
+            self._finish(seq, reason, error=f"the grammar failed ({type(exc).__name__})")
+            return
+        if reason is not None:
+            self._finish(seq, reason)
 
     def _publish_counts(self) -> None:
         counts = (len(self._running), len(self._waiting))
@@ -390,7 +411,12 @@ class Engine:
         parts = seq.draft_parts
         seq.drafts = []
         del seq.tokens[start + 1 :]
-        kept = seq.sampler.verify(drafts, lambda i: self.context.logits(first + i), seq.tokens)
+        allowed_at, rewind = mask_at(seq, drafts) if seq.constraint else (None, None)
+        kept = seq.sampler.verify(
+            drafts, lambda i: self.context.logits(first + i), seq.tokens, allowed_at
+        )
+        if rewind is not None:
+            rewind()
         accepted = len(kept) - 1
         assert self._spec is not None  # only a sequence with drafters has drafts
         self._spec.booked(parts, len(drafts), accepted)
@@ -400,6 +426,8 @@ class Engine:
             reason = self._take(seq, sampled)
             if reason is not None:
                 break
+        if reason is None and self._forced_runs:
+            reason = self._take_run(seq, take_forced(seq, whole_run=True))
         # NOTE: the KV cache holds what was computed of the tokens kept, nothing after
         seq.num_computed = min(seq.num_computed, len(seq.tokens))
         if not self.context.remove(seq.slot, seq.num_computed):
@@ -445,10 +473,29 @@ class Engine:
             self._advance(seq, batch_index)
 
     def _advance(self, seq: Sequence, batch_index: int) -> None:
-        sampled = seq.sampler.sample(self.context.logits(batch_index), seq.tokens)
-        reason = self._take(seq, sampled)
+        constraint = seq.constraint
+        logits = self.context.logits(batch_index)
+        if constraint is None:
+            reason = self._take(seq, seq.sampler.sample(logits, seq.tokens))
+        elif forced := take_forced(seq, whole_run=self._forced_runs):
+            reason = self._take_run(seq, forced)  # NOTE: known: these logits are not needed
+        else:
+            allowed = constraint.allowed()
+            if not allowed.any():
+                raise RuntimeError(f"the grammar allows no token here: {constraint.error}")
+            reason = self._take(seq, seq.sampler.sample(logits, seq.tokens, allowed))
+            if reason is None and self._forced_runs:
+                reason = self._take_run(seq, take_forced(seq, whole_run=True))
         if reason is not None:
             self._finish(seq, reason)
+
+    def _take_run(self, seq: Sequence, run: list[Sampled]) -> str | None:
+        """Take tokens until one ends the sequence; the finish reason if one does."""
+        for sampled in run:
+            reason = self._take(seq, sampled)
+            if reason is not None:
+                return reason
+        return None
 
     def _take(self, seq: Sequence, sampled: Sampled) -> str | None:
         """Append a token and emit it; the finish reason if the sequence ends with it."""
@@ -457,9 +504,12 @@ class Engine:
         params = seq.request.params
         if not params.ignore_eos and self.model.is_end_of_generation(token):
             return "stop"
+        constraint = seq.constraint
+        if constraint is not None and not constraint.consume([token]):
+            raise RuntimeError(f"the grammar refused a token: {constraint.error}")
         delta = seq.text.push(self.model.piece(token))
         seq.sink(TokenEvent(token, delta.text, sampled.logprob, sampled.top_logprobs))
-        if delta.is_stopped:
+        if delta.is_stopped or (constraint is not None and constraint.is_finished):
             return "stop"
         if seq.num_generated >= params.max_tokens or len(seq.tokens) >= self.context_length:
             return "length"

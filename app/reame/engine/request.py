@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from uuid import uuid4
 
 from reame.sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from reame.grammar import Grammar
 
 
 @dataclass(slots=True, frozen=True)
@@ -48,6 +52,7 @@ class GenerationRequest:
     # whose computed prefixes it may reuse and adds to: "" for all (tenancy "shared"), else a
     # bearer key's digest
     scope: str = ""
+    grammar: Grammar | None = None  # what the output must match; each sequence gets a matcher
 
 
 @dataclass(slots=True, frozen=True)

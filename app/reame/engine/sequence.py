@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from reame.detokenize import TextStream
 from reame.engine.request import GenerationRequest, Sink
+from reame.grammar import Constraint
 from reame.sampling import Sampler
 from reame.spec.drafter import Drafter
 from reame.spec.speculation import DraftParts
@@ -33,6 +34,7 @@ class Sequence:
     draft_parts: DraftParts = ()  # who drafted them
     # the rest of a group sharing this prompt: they start from its KV once it is computed
     forks: list[Sequence] = field(default_factory=list)
+    constraint: Constraint | None = None  # its place in its grammar, after all of `tokens`
 
     @property
     def next_snapshot(self) -> int:
