@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
 from jinja2 import TemplateError
+from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from reame.errors import InvalidRequestError
@@ -16,23 +18,49 @@ def _raise(message: str) -> None:
     raise TemplateError(message)
 
 
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    # NOTE: Hugging Face's filter, not Jinja's: templates were written (and models trained)
+    # against plain json.dumps, without Jinja's HTML escaping of <, >, & and '
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+
+
 class ChatTemplate:
     """A compiled chat template. Messages are OpenAI-style dicts with `role` and `content`."""
 
     def __init__(self, source: str, bos_token: str = "", eos_token: str = "") -> None:
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
+        )
         env.globals["raise_exception"] = _raise
         env.globals["strftime_now"] = lambda fmt: date.today().strftime(fmt)
+        env.filters["tojson"] = _tojson
         self._template = env.from_string(source)
         self._bos, self._eos = bos_token, eos_token
 
-    def render(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True) -> str:
+    def render(
+        self,
+        messages: Sequence[dict[str, Any]],
+        add_generation_prompt: bool = True,
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> str:
+        """The prompt. `tools` (OpenAI {"type": "function", "function": {...}} dicts) reach the
+        template only when there are some: templates test `tools is defined`."""
+        extra = {"tools": list(tools)} if tools else {}
         try:
             return self._template.render(
                 messages=list(messages),
                 add_generation_prompt=add_generation_prompt,
                 bos_token=self._bos,
                 eos_token=self._eos,
+                **extra,
             )
         except TemplateError as exc:
             raise InvalidRequestError(f"the chat template rejected the messages: {exc}") from exc

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -117,9 +118,13 @@ class Grammars:
     vocabulary) and the grammars compiled so far, kept by their text."""
 
     def __init__(self, vocab: object, vocab_size: int, end_ids: Sequence[int]) -> None:
-        self._tokenizer: LLTokenizer = llguidance.llamacpp.lltokenizer_from_vocab(
-            vocab, eos_token=list(end_ids)
-        )
+        with warnings.catch_warnings():
+            # NOTE: llguidance reads each token's attributes through a function llama-cpp-python
+            # marks deprecated: a warning per token of the vocabulary
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self._tokenizer: LLTokenizer = llguidance.llamacpp.lltokenizer_from_vocab(
+                vocab, eos_token=list(end_ids)
+            )
         self._vocab_size = vocab_size
         self._compiled: OrderedDict[GrammarSpec, Grammar] = OrderedDict()
         self._lock = threading.Lock()

@@ -154,7 +154,7 @@ CONCLAVE_TOKENS_SAVED = Counter(
 
 GRAMMAR_REQUESTS = Counter(
     "reame_grammar_requests",
-    "Requests decoded under a grammar, by kind (json_schema, json_object, lark, gbnf, regex, tools)",
+    "Requests decoded under a grammar, by kind (json_schema, json_object, lark, regex, tools...)",
     ["kind"],
     registry=REGISTRY,
 )

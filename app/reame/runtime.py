@@ -167,7 +167,9 @@ class Runtime:
             sampling_defaults(settings),
             self.cache,
             settings.stream_interval_ms / 1000,
-            Grammars(self.model.vocab_handle, self.model.vocab_size, self.model.end_of_generation_ids()),
+            Grammars(
+                self.model.vocab_handle, self.model.vocab_size, self.model.end_of_generation_ids()
+            ),
         )
         self._warm_up()
         log.info(

@@ -150,11 +150,16 @@ class Service:
         metrics.GRAMMAR_REQUESTS.labels(kind or spec.kind).inc()
         return grammar
 
-    def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
-        return self._render(messages, add_generation_prompt=True)
+    def chat_prompt(
+        self, messages: Sequence[Mapping[str, Any]], tools: list[dict] | None = None
+    ) -> list[int]:
+        return self._render(messages, add_generation_prompt=True, tools=tools)
 
     def chat_marks(
-        self, messages: Sequence[Mapping[str, Any]], prompt: list[int]
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        prompt: list[int],
+        tools: list[dict] | None = None,
     ) -> tuple[int, ...]:
         """Prompt lengths where a conversation's shared parts end: after the first message (a
         system prompt) and after the last earlier one, each taken up to the next message's
@@ -166,15 +171,18 @@ class Service:
         for count in sorted({1, len(messages) - 1}):
             upto = (*messages[:count], {"role": messages[count].get("role", "user"), "content": ""})
             # NOTE: the heads' long pieces (a system prompt) come from the tokenizer's memory
-            head = self._render(upto, add_generation_prompt=False)
+            head = self._render(upto, add_generation_prompt=False, tools=tools)
             marks.append(common_length(head, prompt))
         return tuple(m for m in marks if m > 0)
 
     def _render(
-        self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        add_generation_prompt: bool,
+        tools: list[dict] | None = None,
     ) -> list[int]:
         template, tokenize = self._chat_tools()
-        tokens = tokenize(template.render(messages, add_generation_prompt))
+        tokens = tokenize(template.render(messages, add_generation_prompt, tools))
         # a template that writes the BOS itself must not get a second one from the tokenizer
         if len(tokens) > 1 and tokens[0] == tokens[1] == self.model.bos_id:
             tokens = tokens[1:]

@@ -6,57 +6,26 @@ No HTTP here: the server hands in a body and writes out what comes back.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from uuid import uuid4
 
 from reame import metrics
 from reame.api import openai_format as fmt
 from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
+from reame.api.served import Served, num_prompts
 from reame.api.sse import DONE, frame
 from reame.api.structured import is_json, requested_grammar
-from reame.conclave.answers import RULES
+from reame.api.tool_use import ToolUse, delta_of
 from reame.conclave.convene import Verdict, convene, open_conclave
 from reame.engine.request import FinishEvent, SavedState, TokenEvent
 from reame.errors import EngineBusyError, InvalidRequestError
-from reame.runtime import Runtime
+from reame.grammar import Grammar
 from reame.service import ChoiceEvent, Job
-from reame.sessions import SessionStore
+from reame.tools.stream import ToolStream
 
 FAILED = ("error", "abort", "busy")  # finish reasons of an answer that is not whole
-
-
-@dataclass(slots=True)
-class Served:
-    """What a call needs of the server: the runtime, the sessions, the model's names."""
-
-    runtime: Runtime
-    sessions: SessionStore
-    model_id: str
-    model_names: frozenset[str]
-    max_n: int
-    best_of: int = 1  # when a request does not say
-    max_best_of: int = 8
-    vote_on: str = "auto"  # the configured default: a rule's name or the operator's pattern
-    # what a request may name in vote_on: a rule, or a pattern the operator configured
-    vote_rules: Mapping[str, str | re.Pattern[str]] = field(
-        default_factory=lambda: {r: r for r in RULES}
-    )
-    is_scoped_per_key: bool = False  # tenancy "per_key": prefixes are reused within a key
-
-    def failure(self, finish: FinishEvent) -> ApiError:
-        """The HTTP error of an answer that did not come whole."""
-        if finish.reason == "busy":
-            message = finish.error or "no sequence came free in time; retry shortly"
-            return ApiError(429, message, code="server_busy", headers={"retry-after": "1"})
-        if self.runtime.engine.failure is not None:
-            return ApiError(503, self.runtime.engine.failure, code="engine_failed")
-        if finish.reason == "abort":
-            return ApiError(503, "the server stopped before the answer was complete")
-        return ApiError(500, finish.error or "the answer failed; the server log has the details")
 
 
 class Call:
@@ -87,16 +56,16 @@ class Call:
             )
         self.served, self.body = served, body
         self.grammar_spec = requested_grammar(body)
-        self.best_of = self._best_of(body, session_id)
+        self.best_of = served.candidates(body, session_id)
         if self.best_of > 1:
             vote_on = body.vote_on or ("json" if is_json(self.grammar_spec) else None)
-            self.vote_rule = self._vote_rule(vote_on)
+            self.vote_rule = served.vote_rule(vote_on)
         self.is_chat = isinstance(body, ChatRequest)
         self.rid = ("chatcmpl-" if self.is_chat else "cmpl-") + uuid4().hex[:24]
         self.created = int(time.time())
         self.started = time.perf_counter()
         self.session_id, self.owner = session_id, owner
-        num_jobs = body.n * self._num_prompts(body)
+        num_jobs = body.n * num_prompts(body)
         if not served.runtime.engine.has_room(self.best_of if self.best_of > 1 else num_jobs):
             raise EngineBusyError("every sequence and waiting place is taken; retry shortly")
         self.params = served.runtime.service.sampling(**body.sampling_options())
@@ -106,6 +75,8 @@ class Call:
         self.is_first_token_seen = False
         self.verdict: Verdict | None = None
         self._stream: AsyncGenerator[list[ChoiceEvent]] | None = None
+        self.tool_use: ToolUse | None = None  # set by start() for a chat with tools
+        self.tool_streams: dict[int, ToolStream] = {}  # a streamed choice's reader of calls
 
     async def start(self) -> None:
         """Build the jobs off the loop (a template rendered over a large body, its tokens, the
@@ -141,8 +112,13 @@ class Call:
                 grammar = service.grammar(self.grammar_spec)
             if isinstance(body, ChatRequest):
                 messages = [m.as_template_input() for m in body.messages]
-                prompts = [service.chat_prompt(messages)]
-                marks = service.chat_marks(messages, prompts[0])
+                tools = None
+                self.tool_use = ToolUse.of(body, messages, service.model)
+                if self.tool_use is not None:
+                    messages, tools = self.tool_use.prompt(messages)
+                    grammar = self._tool_grammar(grammar)
+                prompts = [service.chat_prompt(messages, tools)]
+                marks = service.chat_marks(messages, prompts[0], tools)
             else:
                 prompts = [
                     p if isinstance(p, list) else service.text_prompt(p) for p in body.prompts()
@@ -173,53 +149,22 @@ class Call:
                 raise ApiError(400, str(exc), exc.param, exc.code) from exc
         return jobs
 
-    def _best_of(self, body: ChatRequest | CompletionRequest, session_id: str | None) -> int:
-        """How many candidates vote (1: no Conclave); a 400 for what a Conclave cannot do."""
-        served = self.served
-        if body.best_of is None:  # NOTE: the configured default only where it can apply
-            simple = body.n == 1 and session_id is None and self._num_prompts(body) == 1
-            return served.best_of if simple else 1
-        limit = min(served.max_best_of, served.runtime.engine.context.shape.num_sequences)
-        if body.best_of > limit:
-            which = (
-                "max_best_of" if limit == served.max_best_of else "the sequences it runs: parallel"
-            )
+    def _tool_grammar(self, grammar: Grammar | None) -> Grammar | None:
+        """The grammar of the tool calls asked for; they and a response_format exclude each
+        other (one grammar a request)."""
+        assert self.tool_use is not None
+        spec = self.tool_use.grammar()
+        if spec is None:
+            return grammar
+        if grammar is not None:
             raise ApiError(
                 400,
-                f"best_of is {body.best_of}, above this server's limit of {limit} ({which})",
-                "best_of",
+                "response_format or grammar cannot be combined with tool calls; send "
+                'tool_choice "none" to answer by the response_format',
+                "response_format",
                 "invalid_value",
             )
-        if body.best_of > 1:
-            for reason, ok in (
-                ("n must be 1 with best_of", body.n == 1),
-                ("best_of takes one prompt", self._num_prompts(body) == 1),
-                ("best_of cannot be used with a session", session_id is None),
-            ):
-                if not ok:
-                    raise ApiError(400, reason, "best_of", "invalid_value")
-        return body.best_of
-
-    @staticmethod
-    def _num_prompts(body: ChatRequest | CompletionRequest) -> int:
-        return 1 if isinstance(body, ChatRequest) else len(body.prompts())
-
-    def _vote_rule(self, name: str | None) -> str | re.Pattern[str]:
-        """A request names a rule; it never sends a pattern to run here (a pattern can take
-        exponential time, on the event loop): patterns come from the operator's vote_rules."""
-        rules = self.served.vote_rules
-        if name is None:
-            default = self.served.vote_on
-            return rules.get(default) or re.compile(default)
-        if name not in rules:
-            raise ApiError(
-                400,
-                f"vote_on: not a rule of this server ({', '.join(rules)}); regular expressions "
-                "are configured by name in vote_rules, not sent in a request",
-                "vote_on",
-                "invalid_value",
-            )
-        return rules[name]
+        return self.served.runtime.service.grammar(spec, kind="tools")
 
     def _piece(self, token: int) -> str:
         return self.served.runtime.model.piece(token).decode("utf-8", "replace")
@@ -248,7 +193,10 @@ class Call:
                 booked = []
                 for item in batch:
                     choice, event = self.choices[item.index], item.event
-                    choice.parts.append(event.text)
+                    if self.tool_use is not None and isinstance(event, TokenEvent):
+                        choice.parts.append(self.tool_use.text_of(event.token, event.text))
+                    else:
+                        choice.parts.append(event.text)
                     if isinstance(event, TokenEvent):
                         if self.with_logprobs:
                             choice.logprobs.append(event)
@@ -316,6 +264,11 @@ class Call:
         )
         if self.verdict is not None:
             body["conclave"] = self.verdict.summary()
+        if self.tool_use is not None:
+            for entry, choice in zip(body["choices"], self.choices, strict=True):  # type: ignore[arg-type]
+                entry["message"], called = self.tool_use.message(choice.text)
+                if called:
+                    entry["finish_reason"] = "tool_calls"
         return body
 
     async def frames(self) -> AsyncIterator[str]:
@@ -356,15 +309,36 @@ class Call:
             yield from self._token_frames(choice.index, tokens.pop(choice.index, []))
             if event.reason in FAILED:
                 yield frame(self.served.failure(event).body())
+            elif choice.index in self.tool_streams:
+                yield from self._tool_finish(choice.index, event)
             else:
                 yield frame(self._delta(choice.index, event.text, fmt.finish_reason(event), []))
         for index, events in tokens.items():
             yield from self._token_frames(index, events)
 
     def _token_frames(self, index: int, events: list[TokenEvent]) -> Iterator[str]:
+        tool_use = self.tool_use
+        if tool_use is not None and tool_use.is_on:
+            stream = self.tool_streams.setdefault(index, tool_use.stream())
+            text = "".join(tool_use.text_of(e.token, e.text) for e in events)
+            yield from self._tool_frames(index, stream.feed(text))
+            return
         text = "".join(e.text for e in events)
         if text or (self.with_logprobs and events):
             yield frame(self._delta(index, text, None, events))
+
+    def _tool_frames(self, index: int, pieces: list) -> Iterator[str]:
+        for piece in pieces:
+            chunk = fmt.chat_chunk(
+                self.rid, self.created, self.served.model_id, index, delta_of(piece)
+            )
+            yield frame(chunk)
+
+    def _tool_finish(self, index: int, event: FinishEvent) -> Iterator[str]:
+        stream = self.tool_streams[index]
+        yield from self._tool_frames(index, stream.feed(event.text) + stream.finish())
+        finish = "tool_calls" if stream.calls else fmt.finish_reason(event)
+        yield frame(self._delta(index, "", finish, []))
 
     def _delta(self, index: int, text: str, finish: str | None, events: list[TokenEvent]) -> dict:
         model = self.served.model_id

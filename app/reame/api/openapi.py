@@ -173,9 +173,7 @@ def document() -> dict[str, Any]:
         "/v1/models/{name}": {
             "get": _get(c, "getModel", "One model", out.ModelCard, ("404", *v1), "name")
         },
-        "/v1/sessions": {
-            "get": _get(c, "listSessions", "The sessions kept", out.SessionList, v1)
-        },
+        "/v1/sessions": {"get": _get(c, "listSessions", "The sessions kept", out.SessionList, v1)},
         "/v1/sessions/{session_id}": {
             "get": _get(c, "getSession", "One session", out.Session, ("404", *v1), *session),
             "delete": _get(

@@ -27,11 +27,12 @@ from sanic.response import HTTPResponse, json, raw
 from reame import metrics
 from reame.api import openapi
 from reame.api.auth import is_authorized, key_owner, load_api_keys
-from reame.api.calls import Call, Served
+from reame.api.calls import Call
 from reame.api.errors import ApiError, from_validation_error
 from reame.api.heartbeat import with_heartbeats
 from reame.api.request_checks import check_text, is_text
 from reame.api.schemas import ChatRequest, CompletionRequest
+from reame.api.served import Served
 from reame.autotune import DEFAULT_PARALLEL
 from reame.config import Settings
 from reame.errors import (

@@ -30,36 +30,35 @@ def take_forced(seq: Sequence, whole_run: bool) -> list[Sampled]:
     return [Sampled(token, logprob) for token in forced]
 
 
-def mask_at(
-    seq: Sequence, drafts: list[int]
-) -> tuple[Callable[[int], Allowed], Callable[[], None]]:
+def mask_at(seq: Sequence, drafts: list[int]) -> Callable[[int], Allowed]:
     """For verifying drafts under a grammar: the mask at position i of the verify run (after
-    drafts[:i]), and a call that rolls the matcher back to where it was (the kept tokens are
-    then consumed one by one as they are taken)."""
-    constraint = seq.constraint
-    assert constraint is not None
+    drafts[:i]), worked out on a copy of the matcher (the kept tokens are consumed by the
+    sequence's own as they are taken). Past a draft that ends the answer any token is allowed:
+    the answer ends there whatever follows."""
+    assert seq.constraint is not None
+    work = seq.constraint.copy()
     masks: dict[int, Allowed] = {}
     consumed = 0
 
     def allowed_at(i: int) -> Allowed:
         nonlocal consumed
-        if i not in masks:
-            if i > consumed:
-                constraint.consume(drafts[consumed:i])
-                consumed = i
+        if i in masks:
+            return masks[i]
+        while consumed < i and not work.is_finished:
+            if not work.consume(drafts[consumed : consumed + 1]):
+                break
+            consumed += 1
+        if consumed < i or work.is_finished:
+            masks[i] = np.ones(seq.sampler.vocab_size, dtype=bool)
+        elif forced := work.forced():
             # NOTE: where the grammar forces a token, that token: as it is taken without drafts
-            forced = constraint.forced()
-            if forced:
-                masks[i] = np.zeros(seq.sampler.vocab_size, dtype=bool)
-                masks[i][forced[0]] = True
-            else:
-                masks[i] = constraint.allowed()
+            masks[i] = np.zeros(seq.sampler.vocab_size, dtype=bool)
+            masks[i][forced[0]] = True
+        else:
+            masks[i] = work.allowed()
         return masks[i]
 
-    def rewind() -> None:
-        constraint.rollback(consumed)
-
-    return allowed_at, rewind
+    return allowed_at
 
 
 def cut_to_grammar(seq: Sequence, drafts: list[int]) -> list[int]:

@@ -411,12 +411,10 @@ class Engine:
         parts = seq.draft_parts
         seq.drafts = []
         del seq.tokens[start + 1 :]
-        allowed_at, rewind = mask_at(seq, drafts) if seq.constraint else (None, None)
+        allowed_at = mask_at(seq, drafts) if seq.constraint else None
         kept = seq.sampler.verify(
             drafts, lambda i: self.context.logits(first + i), seq.tokens, allowed_at
         )
-        if rewind is not None:
-            rewind()
         accepted = len(kept) - 1
         assert self._spec is not None  # only a sequence with drafters has drafts
         self._spec.booked(parts, len(drafts), accepted)

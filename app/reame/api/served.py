@@ -1,0 +1,92 @@
+"""What a call needs of the server, and the checks of a request against its limits."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from reame.api.errors import ApiError
+from reame.api.schemas import ChatRequest, CompletionRequest
+from reame.conclave.answers import RULES
+from reame.engine.request import FinishEvent
+from reame.runtime import Runtime
+from reame.sessions import SessionStore
+
+
+def num_prompts(body: ChatRequest | CompletionRequest) -> int:
+    return 1 if isinstance(body, ChatRequest) else len(body.prompts())
+
+
+@dataclass(slots=True)
+class Served:
+    """What a call needs of the server: the runtime, the sessions, the model's names."""
+
+    runtime: Runtime
+    sessions: SessionStore
+    model_id: str
+    model_names: frozenset[str]
+    max_n: int
+    best_of: int = 1  # when a request does not say
+    max_best_of: int = 8
+    vote_on: str = "auto"  # the configured default: a rule's name or the operator's pattern
+    # what a request may name in vote_on: a rule, or a pattern the operator configured
+    vote_rules: Mapping[str, str | re.Pattern[str]] = field(
+        default_factory=lambda: {r: r for r in RULES}
+    )
+    is_scoped_per_key: bool = False  # tenancy "per_key": prefixes are reused within a key
+
+    def failure(self, finish: FinishEvent) -> ApiError:
+        """The HTTP error of an answer that did not come whole."""
+        if finish.reason == "busy":
+            message = finish.error or "no sequence came free in time; retry shortly"
+            return ApiError(429, message, code="server_busy", headers={"retry-after": "1"})
+        if self.runtime.engine.failure is not None:
+            return ApiError(503, self.runtime.engine.failure, code="engine_failed")
+        if finish.reason == "abort":
+            return ApiError(503, "the server stopped before the answer was complete")
+        return ApiError(500, finish.error or "the answer failed; the server log has the details")
+
+    def candidates(self, body: ChatRequest | CompletionRequest, session_id: str | None) -> int:
+        """How many candidates vote (1: no Conclave); a 400 for what a Conclave cannot do."""
+        served = self
+        if body.best_of is None:  # NOTE: the configured default only where it can apply
+            simple = body.n == 1 and session_id is None and num_prompts(body) == 1
+            return served.best_of if simple else 1
+        limit = min(served.max_best_of, served.runtime.engine.context.shape.num_sequences)
+        if body.best_of > limit:
+            which = (
+                "max_best_of" if limit == served.max_best_of else "the sequences it runs: parallel"
+            )
+            raise ApiError(
+                400,
+                f"best_of is {body.best_of}, above this server's limit of {limit} ({which})",
+                "best_of",
+                "invalid_value",
+            )
+        if body.best_of > 1:
+            for reason, ok in (
+                ("n must be 1 with best_of", body.n == 1),
+                ("best_of takes one prompt", num_prompts(body) == 1),
+                ("best_of cannot be used with a session", session_id is None),
+            ):
+                if not ok:
+                    raise ApiError(400, reason, "best_of", "invalid_value")
+        return body.best_of
+
+    def vote_rule(self, name: str | None) -> str | re.Pattern[str]:
+        """A request names a rule; it never sends a pattern to run here (a pattern can take
+        exponential time, on the event loop): patterns come from the operator's vote_rules."""
+        rules = self.vote_rules
+        if name is None:
+            default = self.vote_on
+            return rules.get(default) or re.compile(default)
+        if name not in rules:
+            raise ApiError(
+                400,
+                f"vote_on: not a rule of this server ({', '.join(rules)}); regular expressions "
+                "are configured by name in vote_rules, not sent in a request",
+                "vote_on",
+                "invalid_value",
+            )
+        return rules[name]

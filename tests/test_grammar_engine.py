@@ -1,0 +1,119 @@
+"""The engine under a grammar on the real SmolLM2: every answer matches its grammar, forced runs
+change nothing of the output (greedy, and sampled with a seed), drafts are cut to what the
+grammar accepts, and a Conclave of structured answers votes on their parsed JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import small_settings
+from reame import metrics
+from reame.grammar import GrammarSpec
+from reame.runtime import Runtime
+
+pytestmark = pytest.mark.model
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 40},
+        "age": {"type": "integer"},
+        "city": {"type": "string", "maxLength": 40},
+        "pets": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 3},
+    },
+    "required": ["name", "age", "city", "pets"],
+    "additionalProperties": False,
+}
+NOTES = [
+    "Maria Rossi is 34, lives in Turin and has two cats.",
+    "Jon Berg, 51, from Oslo. No pets.",
+    "Aiko Tanaka (age 28) moved to Osaka with her dog Kuro.",
+    "Pedro, 45, Lisbon, keeps a parrot and a tortoise.",
+]
+
+
+def _prompt(runtime: Runtime, note: str) -> list[int]:
+    question = f"Extract the person as JSON with name, age, city and pets: {note}"
+    return runtime.service.chat_prompt([{"role": "user", "content": question}])
+
+
+def _answers(runtime: Runtime, spec: GrammarSpec, **options: object) -> list[list[int]]:
+    service = runtime.service
+    grammar = service.grammar(spec)
+    out = []
+    for note in NOTES:
+        params = service.sampling(max_tokens=120, **options)
+        tokens, text, finish = service.generate(_prompt(runtime, note), params, grammar)
+        if spec.kind == "json_schema":  # NOTE: any JSON object may run on to max_tokens
+            assert finish.reason == "stop", (note, text)
+            jsonschema.validate(json.loads(text), PERSON)
+        out.append(tokens)
+    return out
+
+
+@pytest.fixture(scope="module")
+def forced_off(smollm2_path: Path) -> dict[str, list[list[int]]]:
+    """The answers with forced tokens decoded one a step."""
+    with Runtime(small_settings(smollm2_path, forced_runs=False, spec="off")) as runtime:
+        return {
+            "greedy": _answers(runtime, GrammarSpec.json_schema(PERSON), temperature=0.0),
+            "sampled": _answers(runtime, GrammarSpec.json_schema(PERSON), seed=7),
+            "object": _answers(runtime, GrammarSpec("json_object"), temperature=0.0),
+        }
+
+
+def test_forced_runs_give_the_tokens_of_one_token_a_step(
+    smollm2_path: Path, forced_off: dict[str, list[list[int]]]
+) -> None:
+    with Runtime(small_settings(smollm2_path, spec="off")) as runtime:
+        forced_before = metrics.GRAMMAR_FORCED_TOKENS._value.get()
+        assert _answers(runtime, GrammarSpec.json_schema(PERSON), temperature=0.0) == (
+            forced_off["greedy"]
+        )
+        assert _answers(runtime, GrammarSpec.json_schema(PERSON), seed=7) == forced_off["sampled"]
+        assert _answers(runtime, GrammarSpec("json_object"), temperature=0.0) == (
+            forced_off["object"]
+        )
+        assert metrics.GRAMMAR_FORCED_TOKENS._value.get() > forced_before
+
+
+def test_drafts_under_a_grammar_keep_the_greedy_output(
+    smollm2_path: Path, forced_off: dict[str, list[list[int]]]
+) -> None:
+    with Runtime(small_settings(smollm2_path, spec="on")) as runtime:
+        for _ in range(2):  # the second round drafts from the first's answers (the Palimpsest)
+            got = _answers(runtime, GrammarSpec.json_schema(PERSON), temperature=0.0)
+            assert got == forced_off["greedy"]
+        assert runtime.engine._spec is not None
+        stats = runtime.engine._spec.controller.drafters["palimpsest"]
+        assert stats.proposed > 0 and stats.accepted > 0
+
+
+def test_a_grammar_that_forces_everything_is_answered_without_sampling(smollm2: Runtime) -> None:
+    service = smollm2.service
+    grammar = service.grammar(GrammarSpec("lark", 'start: "The answer is: forty-two."'))
+    params = service.sampling(temperature=1.5, max_tokens=50)
+    _, text, finish = service.generate(_prompt(smollm2, NOTES[0]), params, grammar)
+    assert (text, finish.reason) == ("The answer is: forty-two.", "stop")
+
+
+def test_a_regex_and_a_gbnf_grammar_bound_the_answer(smollm2: Runtime) -> None:
+    service = smollm2.service
+    prompt = _prompt(smollm2, NOTES[1])
+    for spec, check in (
+        (GrammarSpec("regex", r"[0-9]{1,3}"), str.isdigit),
+        (GrammarSpec("gbnf", 'root ::= "yes" | "no"'), lambda t: t in ("yes", "no")),
+    ):
+        params = service.sampling(seed=3, max_tokens=20)
+        _, text, finish = service.generate(prompt, params, service.grammar(spec))
+        assert finish.reason == "stop" and check(text), (spec, text)
+
+
+def test_a_grammar_is_compiled_once_for_its_text(smollm2: Runtime) -> None:
+    service = smollm2.service
+    first = service.grammar(GrammarSpec.json_schema(PERSON))
+    assert service.grammar(GrammarSpec.json_schema(dict(PERSON))) is first
