@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from reame.sampling import (
@@ -177,3 +179,31 @@ def test_a_subnormal_temperature_or_penalty_still_picks_a_token() -> None:
     ):
         token = Sampler(params, 4).sample(logits, [0, 2])
         assert 0 <= token.token < 4
+
+
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0.0, 0.7, 1.5]))
+def test_a_mask_leaves_only_its_tokens_to_pick(seed: int, temperature: float) -> None:
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=64).astype(np.float32)
+    allowed = rng.random(64) < 0.1
+    allowed[rng.integers(64)] = True
+    params = SamplingParams(temperature=temperature, seed=seed, top_k=0, top_p=1.0, min_p=0.0)
+    sampler = Sampler(params, 64)
+    for position in range(5):
+        assert allowed[sampler.sample(logits, [1] * position, allowed).token]
+
+
+def test_verify_under_a_mask_picks_what_sampling_under_it_picks() -> None:
+    rng = np.random.default_rng(3)
+    rows = [rng.normal(size=32).astype(np.float32) for _ in range(4)]
+    masks = [rng.random(32) < 0.3 for _ in range(4)]
+    for mask in masks:
+        mask[0] = True
+    sampler = Sampler(SamplingParams(temperature=0.9, seed=11), 32)
+    history = [5, 6]
+    one_at_a_time = []
+    for i in range(4):
+        one_at_a_time.append(sampler.sample(rows[i], history + one_at_a_time, masks[i]).token)
+    drafts = one_at_a_time[:3]
+    kept = sampler.verify(drafts, lambda i: rows[i], history, lambda i: masks[i])
+    assert [s.token for s in kept] == one_at_a_time
