@@ -71,12 +71,13 @@ def test_forced_runs_give_the_tokens_of_one_token_a_step(
 ) -> None:
     with Runtime(small_settings(smollm2_path, spec="off")) as runtime:
         forced_before = metrics.GRAMMAR_FORCED_TOKENS._value.get()
-        assert _answers(runtime, GrammarSpec.json_schema(PERSON), temperature=0.0) == (
-            forced_off["greedy"]
+        assert (
+            _answers(runtime, GrammarSpec.json_schema(PERSON), temperature=0.0)
+            == (forced_off["greedy"])
         )
         assert _answers(runtime, GrammarSpec.json_schema(PERSON), seed=7) == forced_off["sampled"]
-        assert _answers(runtime, GrammarSpec("json_object"), temperature=0.0) == (
-            forced_off["object"]
+        assert (
+            _answers(runtime, GrammarSpec("json_object"), temperature=0.0) == (forced_off["object"])
         )
         assert metrics.GRAMMAR_FORCED_TOKENS._value.get() > forced_before
 

@@ -58,7 +58,13 @@ def test_check_text_is_an_openai_shaped_400_readable_as_utf8() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.recursive(st.text() | st.none() | st.integers(), lambda kids: st.lists(kids) | st.dictionaries(st.text(), kids), max_leaves=20))  # noqa: E501
+@given(
+    st.recursive(
+        st.text() | st.none() | st.integers(),
+        lambda kids: st.lists(kids) | st.dictionaries(st.text(), kids),
+        max_leaves=20,
+    )
+)  # noqa: E501
 def test_only_values_that_cannot_be_utf8_are_refused(value: object) -> None:
     encodes = True
     try:
@@ -124,7 +130,11 @@ def test_an_empty_prompt_list_is_a_400(prompt: list, param: str) -> None:
     ("messages", "param", "needle"),
     [
         ([{"role": "user", "content": [{"type": "text"}]}], "messages.0.content.0.text", "Missing"),
-        ([{"role": "user", "content": [{"type": "img", "text": ""}]}], "messages.0.content.0.type", "'text'"),  # noqa: E501
+        (
+            [{"role": "user", "content": [{"type": "img", "text": ""}]}],
+            "messages.0.content.0.type",
+            "'text'",
+        ),  # noqa: E501
         ([{"role": "wizard"}], "messages.0.role", "'user'"),
     ],
 )

@@ -183,7 +183,12 @@ def test_bad_schemas_tool_choices_and_tool_messages_are_400s(
     model = _model(client)
     user = [{"role": "user", "content": "hi"}]
     cases = [
-        {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "strin"}}}},  # noqa: E501
+        {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "x", "schema": {"type": "strin"}},
+            }
+        },  # noqa: E501
         {"extra_body": {"grammar": "start: undefined_rule"}},
         {"extra_body": {"grammar": {"type": "regex", "value": "[a-"}}},
         {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
@@ -200,7 +205,7 @@ def test_bad_schemas_tool_choices_and_tool_messages_are_400s(
     # a completion with a grammar that compiles is served under it
     reply = httpx.post(
         f"{server.url}/v1/completions",
-        json={"model": model, "prompt": "Is water wet?", "grammar": "start: \"yes\" | \"no\""},
+        json={"model": model, "prompt": "Is water wet?", "grammar": 'start: "yes" | "no"'},
         timeout=60,
     )
     assert reply.status_code == 200 and reply.json()["choices"][0]["text"] in ("yes", "no")

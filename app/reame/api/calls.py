@@ -267,7 +267,7 @@ class Call:
         if self.tool_use is not None:
             for entry, choice in zip(body["choices"], self.choices, strict=True):  # type: ignore[arg-type]
                 entry["message"], called = self.tool_use.message(choice.text)
-                if called:
+                if called and entry["finish_reason"] != "length":
                     entry["finish_reason"] = "tool_calls"
         return body
 
@@ -337,7 +337,9 @@ class Call:
     def _tool_finish(self, index: int, event: FinishEvent) -> Iterator[str]:
         stream = self.tool_streams[index]
         yield from self._tool_frames(index, stream.feed(event.text) + stream.finish())
-        finish = "tool_calls" if stream.calls else fmt.finish_reason(event)
+        finish = fmt.finish_reason(event)
+        if stream.calls and finish != "length":  # NOTE: cut short, the last call is not whole
+            finish = "tool_calls"
         yield frame(self._delta(index, "", finish, []))
 
     def _delta(self, index: int, text: str, finish: str | None, events: list[TokenEvent]) -> dict:

@@ -12,6 +12,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from reame.bench import structured_cli
 from reame.bench.report import as_json, as_table
 from reame.bench.runner import bench_engine
 from reame.cli.common import add_settings_flags, settings_from_args
@@ -124,10 +125,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     ld.add_argument("--minutes", type=float, default=30.0, help="--soak: how long")
     ld.add_argument("--interval", type=float, default=60.0, help="--soak: seconds a sample")
     ld.add_argument("--out", type=Path, help="--soak: where soak.csv and soak.png go")
+    structured_cli.add_flags(p)
     p.set_defaults(handler=bench)
 
 
 def bench(args: argparse.Namespace) -> int:
+    if args.structured:
+        return structured_cli.bench(args, _progress)
     if args.load or args.soak:
         return bench_load(args)
     if args.prefix and args.spec:

@@ -16,6 +16,10 @@ from reame.errors import InvalidRequestError
 from reame.tools.choice import choice_mode, chosen_name, function_of, parameters_of
 
 TEXT = "TEXT: /(.|\\n)*/"
+# NOTE: a small model, once it may add a call, tends to add the same one until max_tokens: a
+# turn holds at most this many parallel calls (OpenAI sets no number; agents rarely need more)
+MAX_PARALLEL_CALLS = 4
+MORE = f"{{0,{MAX_PARALLEL_CALLS - 1}}}"
 
 
 def tool_grammar(
@@ -44,7 +48,7 @@ def tool_grammar(
 
 def _hermes(tools: Sequence[dict], free: bool, many: bool, marks: Mapping[str, int]) -> str:
     closer = _mark("</tool_call>", marks)
-    more = ' ("\\n" block)*' if many else ""
+    more = f' ("\\n" block){MORE}' if many else ""
     rules = [f'block: {_mark("<tool_call>", marks)} "\\n" call "\\n" {closer}']
     rules += _calls(tools, "arguments")
     if not free:
@@ -54,7 +58,7 @@ def _hermes(tools: Sequence[dict], free: bool, many: bool, marks: Mapping[str, i
 
 
 def _mistral(tools: Sequence[dict], free: bool, many: bool, marks: Mapping[str, int]) -> str:
-    rules = ['calls: "[" call ' + ('("," call)* ' if many else "") + '"]"', "ID: /[a-zA-Z0-9]{9}/"]
+    rules = [f'calls: "[" call {_more(many)}"]"', "ID: /[a-zA-Z0-9]{9}/"]
     rules += _calls(tools, "arguments", ending='",\\"id\\":\\"" ID "\\"}"')
     if not free:
         return _lark(f"start: {_mark('[TOOL_CALLS]', marks)} calls", rules)
@@ -80,7 +84,7 @@ def _llama3(tools: Sequence[dict], free: bool, many: bool, marks: Mapping[str, i
 
 
 def _generic(tools: Sequence[dict], free: bool, many: bool, marks: Mapping[str, int]) -> str:
-    calls = '"{\\"tool_calls\\":[" call ' + ('("," call)* ' if many else "") + '"]}"'
+    calls = '"{\\"tool_calls\\":[" call ' + _more(many) + '"]}"'
     rules = _calls(tools, "arguments")
     if not free:
         return _lark(f"start: {calls}", rules)
@@ -88,6 +92,10 @@ def _generic(tools: Sequence[dict], free: bool, many: bool, marks: Mapping[str, 
     # was never taught tools still gets a shape it can follow from the system prompt
     answer = '"{\\"response\\":" %json ' + json.dumps(_compact({"type": "string"})) + ' "}"'
     return _lark(f"start: {calls} | {answer}", rules)
+
+
+def _more(many: bool) -> str:
+    return f'("," call){MORE} ' if many else ""
 
 
 def _calls(tools: Sequence[dict], key: str, ending: str = '"}"') -> list[str]:
