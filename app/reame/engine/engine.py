@@ -320,6 +320,7 @@ class Engine:
 
     def _force_first(self, seq: Sequence) -> None:
         """What the grammar forces before any choice is computed with the prompt."""
+        seq.held = []
         try:
             reason = self._take_run(seq, take_forced(seq, whole_run=True))
         except Exception as exc:  # NOTE: what one request asked for fails that one alone
@@ -388,6 +389,7 @@ class Engine:
             self._spec.controller.record_step(len(tokens), seconds)
         self.max_sequences_in_step = max(self.max_sequences_in_step, len(plan))
         for part in plan:
+            running[part.index].release_held()
             if running[part.index].snapshots_due:
                 self._snapshot(running[part.index])
         for seq, first, count in outputs:
@@ -506,7 +508,7 @@ class Engine:
         if constraint is not None and not constraint.consume([token]):
             raise RuntimeError(f"the grammar refused a token: {constraint.error}")
         delta = seq.text.push(self.model.piece(token))
-        seq.sink(TokenEvent(token, delta.text, sampled.logprob, sampled.top_logprobs))
+        seq.emit(TokenEvent(token, delta.text, sampled.logprob, sampled.top_logprobs))
         if delta.is_stopped or (constraint is not None and constraint.is_finished):
             return "stop"
         if seq.num_generated >= params.max_tokens or len(seq.tokens) >= self.context_length:
@@ -538,6 +540,7 @@ class Engine:
             self._num_in_flight -= 1
         self._publish_counts()  # NOTE: before the event, so a caller that saw it sees the count
         tail = seq.text.finish() if reason in ("stop", "length") else ""
+        seq.release_held()
         seq.sink(
             FinishEvent(
                 reason,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reame.detokenize import TextStream
-from reame.engine.request import GenerationRequest, Sink
+from reame.engine.request import GenerationRequest, Sink, TokenEvent
 from reame.grammar import Constraint
 from reame.sampling import Sampler
 from reame.spec.drafter import Drafter
@@ -35,6 +35,20 @@ class Sequence:
     # the rest of a group sharing this prompt: they start from its KV once it is computed
     forks: list[Sequence] = field(default_factory=list)
     constraint: Constraint | None = None  # its place in its grammar, after all of `tokens`
+    # tokens known before its first step (forced by its grammar): given out once that step ran,
+    # so that a client's first token still means the prompt was computed; None: none held
+    held: list[TokenEvent] | None = None
+
+    def emit(self, event: TokenEvent) -> None:
+        if self.held is None:
+            self.sink(event)
+        else:
+            self.held.append(event)
+
+    def release_held(self) -> None:
+        held, self.held = self.held, None
+        for event in held or ():
+            self.sink(event)
 
     @property
     def next_snapshot(self) -> int:
