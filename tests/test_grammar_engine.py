@@ -118,3 +118,58 @@ def test_a_grammar_is_compiled_once_for_its_text(smollm2: Runtime) -> None:
     service = smollm2.service
     first = service.grammar(GrammarSpec.json_schema(PERSON))
     assert service.grammar(GrammarSpec.json_schema(dict(PERSON))) is first
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {field: {"type": "string", "maxLength": 30}},
+                "required": [field],
+                "additionalProperties": False,
+            },
+        },
+    }
+    for name, description, field in (
+        ("get_weather", "The weather now in a city", "city"),
+        ("find_flight", "Flights to a destination", "destination"),
+        ("translate", "Translate a sentence to English", "sentence"),
+    )
+]
+ASKS = ["Is it sunny in Rome?", "Find me a flight to Tokyo.", "Translate 'bonjour' please."]
+
+
+def _tool_calls(runtime: Runtime) -> list[list[int]]:
+    """Required tool calls on a prompt long enough (past 256 cells) that f16 attention would
+    round a lone decode otherwise than a batch: q8_0 keeps rows batch-invariant there."""
+    from reame.tools.constraint import tool_grammar
+    from reame.tools.parse import parse_tool_output
+    from reame.tools.prompt import tool_prompt
+
+    service = runtime.service
+    grammar = service.grammar(GrammarSpec("lark", tool_grammar(TOOLS, "required"), "tools"))
+    out = []
+    for ask in ASKS:
+        rendered = tool_prompt([{"role": "user", "content": ask}], TOOLS, "required", "generic")
+        prompt = service.chat_prompt(rendered.messages, rendered.tools)
+        assert len(prompt) > 256
+        params = service.sampling(temperature=0.0, max_tokens=150)
+        tokens, text, finish = service.generate(prompt, params, grammar)
+        assert finish.reason == "stop", text
+        calls = parse_tool_output(text, "generic").calls
+        assert calls and all(json.loads(c.arguments) for c in calls)
+        out.append(tokens)
+    return out
+
+
+def test_forced_runs_keep_tool_calls_on_a_long_prompt(smollm2_path: Path) -> None:
+    answers = []
+    for forced in (False, True):
+        settings = small_settings(smollm2_path, forced_runs=forced, spec="off", kv_type="q8_0")
+        with Runtime(settings) as runtime:
+            answers.append(_tool_calls(runtime))
+    assert answers[0] == answers[1]
