@@ -222,3 +222,44 @@ def test_the_metrics_count_grammars_forced_tokens_and_mask_time(server: ServerPr
     assert samples['reame_grammar_requests_total{kind="tools"}'] >= 1
     assert samples["reame_grammar_forced_tokens_total"] > 0
     assert samples["reame_grammar_mask_seconds_count"] > 0
+
+
+def test_a_conclave_of_structured_answers_votes_on_their_parsed_json(server: ServerProcess) -> None:
+    model = _model(OpenAI(base_url=f"{server.url}/v1", api_key="unused"))
+    schema = Person.model_json_schema()
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": f"Extract the person: {NOTES[0]}"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}},
+        "best_of": 2,
+        "seed": 5,
+        "temperature": 0.7,
+    }
+    reply = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=120).json()
+    content = reply["choices"][0]["message"]["content"]
+    jsonschema.validate(json.loads(content), schema)
+    conclave = reply["conclave"]
+    assert conclave["n"] == 2 and conclave["answer"] is not None  # NOTE: the json rule's value
+    assert json.loads(conclave["answer"]) == json.loads(content)
+
+
+def test_a_session_keeps_its_state_under_a_grammar(client: OpenAI) -> None:
+    model = _model(client)
+    messages: list = [{"role": "user", "content": f"Extract the person: {NOTES[1]}"}]
+    turns = []
+    for _ in range(2):
+        reply = client.chat.completions.create(
+            model=model,
+            messages=messages,
+            response_format={"type": "json_object"},
+            temperature=0.0,
+            max_tokens=60,
+            extra_body={"session_id": "structured-1"},
+        )
+        turns.append(reply)
+        messages += [
+            {"role": "assistant", "content": reply.choices[0].message.content},
+            {"role": "user", "content": "And again, as JSON."},
+        ]
+    cached = turns[1].usage.prompt_tokens_details.cached_tokens
+    assert cached >= turns[0].usage.prompt_tokens  # the first turn's prompt was not computed again
