@@ -79,3 +79,12 @@ def test_a_missing_config_file_is_an_error(tmp_path: Path) -> None:
 
 def test_paths_expand_the_home_directory() -> None:
     assert "~" not in str(load_settings({}).settings.models_dir)
+
+
+def test_the_configuration_doc_is_the_settings_own_table() -> None:
+    """docs/configuration.md ends with what `reame config docs` prints: regenerate it with
+    `reame config docs` when a setting changes."""
+    from reame.cli.config_cmd import settings_table
+
+    doc = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
+    assert doc.endswith(settings_table())

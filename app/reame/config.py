@@ -38,23 +38,42 @@ class Settings(BaseSettings):
 
     model: str = Field("smollm2-135m", min_length=1, description="catalog alias or .gguf path")
     model_path: Path | None = Field(None, description="explicit GGUF file; wins over `model`")
-    models_dir: Path = Field(Path("~/.cache/reame/models"), description="downloaded models")
-    state_dir: Path = Field(Path("~/.cache/reame/state"), description="caches that persist")
+    models_dir: Path = Field(
+        Path("~/.cache/reame/models"), description="downloaded and assembled models"
+    )
+    state_dir: Path = Field(
+        Path("~/.cache/reame/state"),
+        description="what Reame keeps across restarts (caches, Palimpsest)",
+    )
     hub_endpoint: str | None = Field(None, description="Hugging Face endpoint or mirror URL")
-    allow_download: bool = True
+    allow_download: bool = Field(True, description="fetch a catalog model that is not here")
 
-    threads: int | None = Field(None, ge=1, le=1024)
-    context_length: int | None = Field(None, ge=64, le=1 << 20, description="per sequence")
-    batch_size: int | None = Field(None, ge=1, le=65536, description="token budget of a step")
-    parallel: int | None = Field(None, ge=1, le=256, description="sequences decoded together")
+    threads: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="CPU threads (auto: the physical cores this process may use)",
+    )
+    context_length: int | None = Field(
+        None,
+        ge=64,
+        le=1 << 20,
+        description="tokens a sequence holds (auto: min(trained, 4096), fitted to free memory)",
+    )
+    batch_size: int | None = Field(
+        None, ge=1, le=65536, description="tokens computed a step (auto: 512)"
+    )
+    parallel: int | None = Field(
+        None, ge=1, le=256, description="sequences decoded together (auto: 4)"
+    )
     kv_type: Literal["f16", "q8_0"] = Field(
         "f16",
         description="KV cache type: q8_0 keeps greedy output identical whatever shares a batch "
         "(speculation, other requests) at any length, at half the KV memory and slower prefill",
     )
 
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=1, le=65535)
+    host: str = Field("127.0.0.1", description="where `reame serve` listens")
+    port: int = Field(8000, ge=1, le=65535, description="the port it listens on")
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="bearer keys; REAME_API_KEYS takes a comma list"
     )
@@ -64,7 +83,7 @@ class Settings(BaseSettings):
     max_wait_seconds: float = Field(
         300.0, ge=0, description="a queued request waiting longer is refused (429); 0: no limit"
     )
-    max_body_bytes: int = Field(1 << 20, ge=1024)
+    max_body_bytes: int = Field(1 << 20, ge=1024, description="largest request body (413 above)")
     max_n: int = Field(8, ge=1, le=64, description="largest n a request may ask for")
     best_of: int = Field(
         1, ge=1, le=64, description="Conclave candidates when a request does not say (1: none)"
@@ -92,8 +111,8 @@ class Settings(BaseSettings):
     stream_interval_ms: float = Field(
         30.0, ge=0, le=1000, description="gather a stream's tokens this long between writes"
     )
-    session_idle_seconds: float = Field(1800.0, gt=0)
-    max_sessions: int = Field(64, ge=0)
+    session_idle_seconds: float = Field(1800.0, gt=0, description="a session unused this long ends")
+    max_sessions: int = Field(64, ge=0, description="sessions kept at once (the oldest ends first)")
     session_memory_mb: int = Field(1024, ge=0, description="host memory for session state")
 
     prefix_cache: bool = Field(True, description="keep computed prompt prefixes for reuse")
@@ -130,12 +149,14 @@ class Settings(BaseSettings):
     )
     palimpsest_mb: int = Field(256, ge=1, description="disk budget of the archive")
 
-    temperature: float = Field(0.8, ge=0.0, le=2.0)
-    top_k: int = Field(40, ge=0)
-    top_p: float = Field(0.95, gt=0.0, le=1.0)
-    min_p: float = Field(0.05, ge=0.0, le=1.0)
-    repetition_penalty: float = Field(1.0, gt=0.0, le=10.0)
-    max_tokens: int = Field(512, ge=1)
+    temperature: float = Field(0.8, ge=0.0, le=2.0, description="default sampling temperature")
+    top_k: int = Field(40, ge=0, description="default top-k (0: off)")
+    top_p: float = Field(0.95, gt=0.0, le=1.0, description="default top-p")
+    min_p: float = Field(0.05, ge=0.0, le=1.0, description="default min-p")
+    repetition_penalty: float = Field(
+        1.0, gt=0.0, le=10.0, description="default repetition penalty"
+    )
+    max_tokens: int = Field(512, ge=1, description="default most tokens an answer may have")
 
     hold_on_error: bool = Field(
         False,
@@ -143,8 +164,10 @@ class Settings(BaseSettings):
         "instead of exiting (containers, where an exit means a restart loop)",
     )
 
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    log_format: Literal["auto", "console", "json"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+    log_format: Literal["auto", "console", "json"] = Field(
+        "auto", description="auto: readable on a terminal, JSON lines otherwise"
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod

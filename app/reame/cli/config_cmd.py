@@ -1,10 +1,11 @@
-"""`reame config show|check`."""
+"""`reame config show|check|docs`."""
 
 from __future__ import annotations
 
 import argparse
 
 from reame.cli.common import add_settings_flags, settings_from_args
+from reame.config import Settings
 from reame.errors import ConfigError, ReameError
 from reame.runtime import plan
 
@@ -20,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     check = csub.add_parser("check", help="validate the settings and the model; exit 2 if bad")
     add_settings_flags(check)
     check.set_defaults(handler=check_settings)
+    docs = csub.add_parser("docs", help="print every setting as a Markdown table")
+    docs.set_defaults(handler=print_settings_table)
 
 
 def show_settings(args: argparse.Namespace) -> int:
@@ -56,4 +59,25 @@ def check_settings(args: argparse.Namespace) -> int:
         f"ok: model {path}, {tuned.threads} threads, context {tuned.context_length}, "
         f"{tuned.parallel} parallel, batch {tuned.batch_size}"
     )
+    return 0
+
+
+def settings_table() -> str:
+    """Every setting with its default and its own description (docs/configuration.md)."""
+    rows = ["| key | default | meaning |", "|---|---|---|"]
+    for key, field in Settings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        if default is None:
+            shown = "unset"
+        elif isinstance(default, bool):
+            shown = f"`{str(default).lower()}`"
+        else:
+            shown = f"`{default}`"
+        meaning = (field.description or "").replace("|", "\\|")
+        rows.append(f"| `{key}` | {shown} | {meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+def print_settings_table(args: argparse.Namespace) -> int:
+    print(settings_table(), end="")
     return 0
