@@ -20,7 +20,6 @@ from reame import metrics
 from reame.conclave.answers import extract
 from reame.conclave.convene import convene
 from reame.engine.request import GenerationRequest
-from reame.errors import InvalidRequestError
 from reame.runtime import Runtime
 from reame.service import Job
 from server_process import ServerProcess
@@ -108,11 +107,41 @@ def test_one_candidate_is_a_plain_request_with_a_tally(runtime: Runtime) -> None
     assert verdict.tally.num_in == 1
 
 
-def test_a_group_larger_than_the_sequences_is_refused_with_the_limit(runtime: Runtime) -> None:
-    prompt = chat(runtime, SUM)
-    requests = [GenerationRequest(prompt, runtime.service.sampling()) for _ in range(6)]
-    with pytest.raises(InvalidRequestError, match="this server runs 5"):
-        runtime.engine.submit_group(requests, [lambda _: None] * 6)
+def test_a_group_larger_than_the_sequences_computes_its_prompt_once(smollm2_path: Path) -> None:
+    """Seven candidates on two sequences: five wait, then start from the prompt's saved state
+    and logits; each writes what its seed writes alone."""
+    with Runtime(small_settings(smollm2_path, prefix_cache=False, parallel=2)) as small:
+        prompt = chat(small, CATS)
+        params = small.service.sampling(temperature=0.8, seed=40, max_tokens=24)
+        computed = counter(metrics.PROMPT_TOKENS_COMPUTED)
+        verdict = convened(small, Job(prompt, params), 7, "line", early_stop=False)
+        assert counter(metrics.PROMPT_TOKENS_COMPUTED) - computed == len(prompt)
+        alone = [
+            small.service.generate(prompt, params.model_copy(update={"seed": 40 + k}))[1]
+            for k in range(7)
+        ]
+        assert [c.text for c in verdict.candidates] == alone
+        assert verdict.tally.num_in == 7
+        assert small.engine.max_sequences_in_step <= 2
+
+
+def test_an_aborted_waiting_candidate_frees_its_place(smollm2_path: Path) -> None:
+    with Runtime(small_settings(smollm2_path, prefix_cache=False, parallel=2)) as small:
+        prompt = chat(small, CATS)
+        events: dict[int, list] = {k: [] for k in range(4)}
+        requests = [
+            GenerationRequest(prompt, small.service.sampling(seed=k, max_tokens=40))
+            for k in range(4)
+        ]
+        small.engine.submit_group(requests, [events[k].append for k in range(4)])
+        small.engine.abort(requests[3].request_id)
+        deadline = time.monotonic() + 60
+        while not all(e and e[-1].__class__.__name__ == "FinishEvent" for e in events.values()):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert events[3][-1].reason == "abort"
+        assert all(events[k][-1].reason in ("stop", "length") for k in range(3))
+        assert small.engine.has_room(small.engine._max_in_flight)  # every place given back
 
 
 # -- over HTTP ---------------------------------------------------------------------------------
@@ -260,13 +289,36 @@ def test_run_prints_the_winner_and_the_tally() -> None:
     assert re.search(r"\(conclave of 3: .*stopped early\)", out.stderr)
 
 
-def test_run_refuses_a_conclave_larger_than_its_sequences() -> None:
-    out = reame("run", MODEL, "--prompt", SUM, "--best-of", "3", "--parallel", "2")
-    assert_one_line_error(out, "--best-of 3 needs as many sequences; parallel is 2")
+def test_run_serves_a_conclave_larger_than_its_sequences() -> None:
+    out = reame(
+        "run", MODEL, "--prompt", SUM, "--best-of", "3", "--parallel", "2", "--vote-on", "number",
+        "--temperature", "0.7", "--seed", "1", "--max-tokens", "30", "--threads", "2",
+        "--context-length", "512",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"\(conclave of 3: ", out.stderr)
 
 
-def test_serve_refuses_a_default_conclave_larger_than_its_sequences(tmp_path: Path) -> None:
+def test_serve_refuses_a_default_conclave_above_max_best_of(tmp_path: Path) -> None:
     conf = tmp_path / "reame.conf"
-    conf.write_text("best_of = 3\n")
+    conf.write_text("best_of = 5\nmax_best_of = 4\n")
     out = reame("serve", MODEL, "--config", str(conf), "--parallel", "2", "--port", "1")
-    assert_one_line_error(out, "best_of is 3", "at most 2 candidates")
+    assert_one_line_error(out, "best_of is 5", "at most 4 candidates")
+
+
+def test_best_of_5_on_a_server_of_4_sequences_answers() -> None:
+    srv = ServerProcess("--threads", "2", "--parallel", "4", "--context-length", "1024")
+    try:
+        body = {
+            "messages": [{"role": "user", "content": SUM}],
+            "best_of": 5,
+            "vote_on": "number",
+            "temperature": 0.7,
+            "seed": 3,
+            "max_tokens": 30,
+        }
+        r = post(srv, "/v1/chat/completions", body, timeout=120)
+        assert r.status_code == 200, r.text
+        assert r.json()["conclave"]["n"] == 5
+    finally:
+        srv.stop()

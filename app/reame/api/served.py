@@ -53,14 +53,11 @@ class Served:
         if body.best_of is None:  # NOTE: the configured default only where it can apply
             simple = body.n == 1 and session_id is None and num_prompts(body) == 1
             return served.best_of if simple else 1
-        limit = min(served.max_best_of, served.runtime.engine.context.shape.num_sequences)
+        limit = served.max_best_of  # NOTE: candidates beyond the free sequences wait for one
         if body.best_of > limit:
-            which = (
-                "max_best_of" if limit == served.max_best_of else "the sequences it runs: parallel"
-            )
             raise ApiError(
                 400,
-                f"best_of is {body.best_of}, above this server's limit of {limit} ({which})",
+                f"best_of is {body.best_of}, above this server's limit of {limit} (max_best_of)",
                 "best_of",
                 "invalid_value",
             )

@@ -33,7 +33,6 @@ from reame.api.heartbeat import with_heartbeats
 from reame.api.request_checks import check_text, is_text
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.api.served import Served
-from reame.autotune import DEFAULT_PARALLEL
 from reame.config import Settings
 from reame.errors import (
     ConfigError,
@@ -379,11 +378,10 @@ def prepare(settings: Settings) -> tuple[list[str], str | None, Runtime]:
     # only: a state directory can hold what other keys' users sent
     os.umask(0o077)
     keys = load_api_keys(settings)
-    limit = min(settings.max_best_of, settings.parallel or DEFAULT_PARALLEL)
-    if settings.best_of > limit:
+    if settings.best_of > settings.max_best_of:
         raise ConfigError(
-            f"best_of is {settings.best_of}, but a Conclave here holds at most {limit} "
-            "candidates (max_best_of, parallel)"
+            f"best_of is {settings.best_of}, but a Conclave here holds at most "
+            f"{settings.max_best_of} candidates (max_best_of)"
         )
     problem = state_problem(settings)
     return keys, problem, Runtime(settings)  # NOTE: last: a bad key file fails before loading

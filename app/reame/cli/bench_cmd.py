@@ -274,7 +274,7 @@ def bench_conclave(args: argparse.Namespace) -> int:
     # NOTE: no Palimpsest: every mode writes the same seeded texts, and whichever came later
     # would draft them from the archive the earlier one filled
     settings = _settings(args).model_copy(update={"palimpsest": False})
-    if settings.parallel is None or settings.parallel < N:
+    if settings.parallel is None:  # NOTE: --parallel below N measures candidates that wait
         settings = settings.model_copy(update={"parallel": N})
     # NOTE: a synthetic model writes noise: every candidate runs to max_tokens, its answers are
     # no answers, and 3 questions time it as well as 10

@@ -51,10 +51,6 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--best-of is {best_of}; it counts candidates, at least 1")
     if best_of > 1 and settings.parallel is None:
         settings = settings.model_copy(update={"parallel": max(best_of, DEFAULT_PARALLEL)})
-    if settings.parallel is not None and best_of > settings.parallel:
-        raise ConfigError(
-            f"--best-of {best_of} needs as many sequences; parallel is {settings.parallel}"
-        )
     try:
         rule = compile_rule(args.vote_on or settings.vote_on)
     except ValueError as exc:

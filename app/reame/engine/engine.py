@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import structlog
 
 from reame import metrics
@@ -47,6 +48,18 @@ SWITCH_INTERVAL_SECONDS = 0.001
 @dataclass(slots=True, frozen=True)
 class _Abort:
     request_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class _LateFork:
+    """A group's follower that found no free sequence when its prompt was computed: it starts
+    from the prompt's saved state and the logits after it once a sequence frees up."""
+
+    seq: Sequence
+    state: bytearray
+    logits: np.ndarray
+    num_computed: int
+    chunk_ends: tuple[int, ...]
 
 
 _STOP = object()
@@ -82,6 +95,7 @@ class Engine:
         self._spec = speculation
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._waiting: deque[Sequence] = deque()
+        self._late: deque[_LateFork] = deque()  # followers waiting for a sequence, first first
         self._running: list[Sequence] = []
         self._slots = Slots(context, keeps_prompts=on_snapshot is not None)
         self._wake_hooks: tuple[weakref.WeakMethod[Callable[[], None]], ...] = ()
@@ -156,14 +170,9 @@ class Engine:
     def submit_group(self, requests: list[GenerationRequest], sinks: list[Sink]) -> None:
         """Queue requests with one prompt whose KV is computed once: the first computes it, the
         others then get a copy of its KV and sample their first token from its logits (each
-        with its own sampler). Admitted together, when that many sequences are free."""
-        limit = self.context.shape.num_sequences
-        if len(requests) > limit:
-            raise InvalidRequestError(
-                f"{len(requests)} candidates need as many sequences; this server runs {limit} "
-                "(num_sequences)",
-                param="best_of",
-            )
+        with its own sampler). Admitted together when that many sequences are free (or all of
+        them, for a group larger than the context runs: the rest start from the prompt's saved
+        state as sequences free up, still without computing it again)."""
         if any(r.prompt != requests[0].prompt for r in requests):
             raise ValueError("a group's requests share one prompt")
         seqs = [self._sequence(r, s) for r, s in zip(requests, sinks, strict=True)]
@@ -225,7 +234,7 @@ class Engine:
         with self._in_flight_lock:
             self.failure = reason
             hooks = list(self._death_hooks)
-        seqs = [*self._running, *self._waiting]
+        seqs = [*self._running, *self._waiting, *(late.seq for late in self._late)]
         while True:
             try:
                 msg = self._inbox.get_nowait()
@@ -239,6 +248,7 @@ class Engine:
                     fork.sink(FinishEvent("error", "", fork.num_prompt, 0, error=reason))
         self._running.clear()
         self._waiting.clear()
+        self._late.clear()
         self._wake_consumers()
         for hook in hooks:
             with contextlib.suppress(Exception):
@@ -246,7 +256,7 @@ class Engine:
 
     def _serve(self) -> None:
         while True:
-            is_idle = not self._running and not self._waiting
+            is_idle = not self._running and not self._waiting and not self._late
             if is_idle:
                 self._wake_consumers()
             if not self._take_inbox(block=is_idle):
@@ -259,7 +269,7 @@ class Engine:
                     log.exception("engine step failed")
                     for seq in list(self._running):
                         self._finish(seq, "error", error=str(exc))
-        for seq in list(self._running) + list(self._waiting):
+        for seq in [*self._running, *self._waiting, *(late.seq for late in self._late)]:
             self._finish(seq, "abort")
         self._wake_consumers()
 
@@ -290,6 +300,11 @@ class Engine:
                 self._waiting.remove(seq)
                 self._finish(seq, "abort")
                 return
+        for late in self._late:
+            if late.seq.request.request_id == request_id:
+                self._late.remove(late)
+                self._finish(late.seq, "abort")
+                return
         for seq in [*self._running, *self._waiting]:
             if seq.request.request_id == request_id:
                 seq.is_aborted = True
@@ -306,14 +321,19 @@ class Engine:
                 self._waiting.remove(seq)
                 waited = f"waited {self._max_wait:g} s for a free sequence; retry shortly"
                 self._finish(seq, "busy", error=waited)
+        while self._late and self._slots.num_free > 0:
+            self._start_late(self._late.popleft())
         # NOTE: every slot owns a full context of KV cells, so a free slot is all it takes (a
-        # group takes one for each of its sequences at once; the queue waits behind it)
-        while self._waiting and self._slots.num_free > len(self._waiting[0].forks):
+        # group takes one for each of its sequences at once, or every sequence if it is larger:
+        # the rest start from its prompt's state later; the queue waits behind it)
+        total = self.context.shape.num_sequences
+        while self._waiting and self._slots.num_free >= min(1 + len(self._waiting[0].forks), total):
             seq = self._waiting.popleft()
             self._running.append(seq)
             self._slots.place(seq)
             for fork in seq.forks:
-                fork.slot = self._slots.take_empty()
+                if self._slots.num_free:
+                    fork.slot = self._slots.take_empty()
             if seq.constraint is not None and not seq.forks and self._forced_runs:
                 self._force_first(seq)
         self._publish_counts()
@@ -399,7 +419,7 @@ class Engine:
                 else:
                     if seq.forks:
                         self._fork(seq, first)
-                    self._advance(seq, first)
+                    self._advance(seq, self.context.logits(first))
             except Exception as exc:  # NOTE: what one request asked for fails that one alone
                 log.exception("sampling failed", request_id=seq.request.request_id)
                 if seq in self._running:
@@ -455,9 +475,17 @@ class Engine:
         first token from the same logits, then runs on its own."""
         forks, leader.forks = leader.forks, []
         for seq in [s for s in forks if s.is_aborted]:
-            self._slots.release(seq, keep_prompt=False)
+            if seq.slot >= 0:
+                self._slots.release(seq, keep_prompt=False)
             self._finish(seq, "abort")
         forks = [s for s in forks if not s.is_aborted]
+        if late := [s for s in forks if s.slot < 0]:
+            forks = [s for s in forks if s.slot >= 0]
+            state = self.context.save_state(leader.slot)
+            logits = self.context.logits(batch_index).copy()
+            for seq in late:
+                ends = tuple(leader.chunk_ends)
+                self._late.append(_LateFork(seq, state, logits, leader.num_computed, ends))
         try:
             self.context.copy(leader.slot, [s.slot for s in forks])
         except RuntimeError as exc:
@@ -470,11 +498,27 @@ class Engine:
             seq.num_cached = seq.num_prompt  # NOTE: none of it computed for this one
             seq.chunk_ends = list(leader.chunk_ends)
             self._running.append(seq)
-            self._advance(seq, batch_index)
+            self._advance(seq, self.context.logits(batch_index))
 
-    def _advance(self, seq: Sequence, batch_index: int) -> None:
+    def _start_late(self, late: _LateFork) -> None:
+        """A follower gets a free sequence, the prompt's state and its first token."""
+        seq = late.seq
+        seq.slot = self._slots.take_empty()
+        self._running.append(seq)
+        if not self.context.load_state(seq.slot, late.state):
+            self._finish(seq, "error", error="the prompt's state could not be restored")
+            return
+        seq.num_computed, seq.num_cached = late.num_computed, seq.num_prompt
+        seq.chunk_ends = list(late.chunk_ends)
+        try:
+            self._advance(seq, late.logits)
+        except Exception as exc:  # NOTE: what one request asked for fails that one alone
+            log.exception("sampling failed", request_id=seq.request.request_id)
+            if seq in self._running:
+                self._finish(seq, "error", error=f"the first token failed ({type(exc).__name__})")
+
+    def _advance(self, seq: Sequence, logits: np.ndarray) -> None:
         constraint = seq.constraint
-        logits = self.context.logits(batch_index)
         if constraint is None:
             reason = self._take(seq, seq.sampler.sample(logits, seq.tokens))
         elif forced := take_forced(seq, whole_run=self._forced_runs):
