@@ -1,0 +1,168 @@
+"""The engine thread against a fake context (tests/fake_llama.py), in milliseconds: admission,
+chunked prefill, a draft run rolled back, an abort mid-way, Conclave forks (also one larger than
+the free sequences), snapshot points. Every output must be what the fake model writes alone."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from fake_llama import FakeContext, FakeModel, reference
+from reame.engine.engine import Engine
+from reame.engine.request import Event, FinishEvent, GenerationRequest, SavedState, TokenEvent
+from reame.llama import ContextShape
+from reame.sampling import SamplingParams
+from reame.spec.controller import SpecController
+from reame.spec.speculation import Speculation
+
+CONTEXT_LENGTH = 256
+
+
+class Run:
+    """One request's events, and a way to wait for its end."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.done = threading.Event()
+
+    def sink(self, event: Event) -> None:
+        self.events.append(event)
+        if isinstance(event, FinishEvent):
+            self.done.set()
+
+    @property
+    def tokens(self) -> list[int]:
+        return [e.token for e in self.events if isinstance(e, TokenEvent)]
+
+    def wait(self) -> list[int]:
+        """The tokens, once the request has finished."""
+        assert self.done.wait(10), "the request never finished"
+        return self.tokens
+
+    @property
+    def finish(self) -> FinishEvent:
+        assert self.done.wait(10), "the request never finished"
+        last = self.events[-1]
+        assert isinstance(last, FinishEvent)
+        return last
+
+
+def make_engine(
+    sequences: int = 2, batch: int = 32, step_seconds: float = 0.0, **kwargs: object
+) -> tuple[Engine, FakeContext]:
+    shape = ContextShape(sequences * CONTEXT_LENGTH, batch, sequences, 1)
+    context = FakeContext(shape, step_seconds)
+    engine = Engine(FakeModel(), context, CONTEXT_LENGTH, **kwargs)  # type: ignore[arg-type]
+    engine.start()
+    return engine, context
+
+
+@pytest.fixture
+def engine_and_context() -> Iterator[tuple[Engine, FakeContext]]:
+    engine, context = make_engine()
+    yield engine, context
+    assert engine.close()
+
+
+def greedy(max_tokens: int, **extra: object) -> SamplingParams:
+    return SamplingParams(temperature=0.0, max_tokens=max_tokens, **extra)
+
+
+def submit(engine: Engine, prompt: list[int], params: SamplingParams) -> Run:
+    run = Run()
+    engine.submit(GenerationRequest(prompt, params), run.sink)
+    return run
+
+
+def test_more_requests_than_sequences_wait_and_each_writes_its_own_tokens(
+    engine_and_context: tuple[Engine, FakeContext],
+) -> None:
+    engine, _ = engine_and_context
+    prompts = [[5 + i, 9, 11 + i] for i in range(5)]
+    runs = [submit(engine, p, greedy(12)) for p in prompts]
+    for prompt, run in zip(prompts, runs, strict=True):
+        assert run.finish.reason == "length"
+        assert run.wait() == reference(prompt, 12)
+    assert engine.max_sequences_in_step == 2  # two sequences, never more in a step
+
+
+def test_a_prompt_longer_than_the_budget_is_computed_in_chunks(
+    engine_and_context: tuple[Engine, FakeContext],
+) -> None:
+    engine, context = engine_and_context
+    prompt = [(i * 5) % 60 + 2 for i in range(100)]  # 100 tokens, a budget of 32
+    run = submit(engine, prompt, greedy(8))
+    assert run.wait() == reference(prompt, 8) and run.finish.num_prompt_tokens == 100
+    chunks = [len(b) for b in context.batches[:4]]
+    assert chunks == [32, 32, 32, 4]
+
+
+def test_an_abort_ends_a_running_and_a_waiting_request_and_frees_their_places() -> None:
+    engine, _ = make_engine(step_seconds=0.002)
+    requests = [GenerationRequest([3 + k, 4, 5], greedy(200)) for k in range(3)]
+    runs = [Run() for _ in requests]
+    for request, run in zip(requests, runs, strict=True):
+        engine.submit(request, run.sink)
+    deadline = time.monotonic() + 10
+    while len(runs[0].tokens) < 3:  # the first is running, the third waits for a sequence
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    engine.abort(requests[0].request_id)
+    engine.abort(requests[2].request_id)
+    assert runs[0].finish.reason == "abort" and runs[2].finish.reason == "abort"
+    assert runs[0].tokens == reference(requests[0].prompt, 200)[: len(runs[0].tokens)]
+    assert runs[1].finish.reason == "length"
+    assert runs[1].wait() == reference(requests[1].prompt, 200)
+    assert engine.has_room(engine._max_in_flight)  # every place given back
+    assert engine.close()
+
+
+def test_drafts_the_model_refuses_are_rolled_back() -> None:
+    engine, context = make_engine(speculation=Speculation(SpecController("on", 8)))
+    try:
+        prompt = [7, 8, 9, 10, 7, 8, 9, 10, 7, 8, 9, 10, 7, 8]  # the lookup proposes 9, 10, ...
+        run = submit(engine, prompt, greedy(30))
+        assert run.wait() == reference(prompt, 30)
+        stats = engine._spec.controller.drafters["context"]  # type: ignore[union-attr]
+        assert stats.proposed > stats.accepted  # some drafts were refused and rolled back
+        assert max(len(b) for b in context.batches[1:]) > 1  # verified in batches
+    finally:
+        assert engine.close()
+
+
+@pytest.mark.parametrize("candidates", [2, 5], ids=["fits", "larger-than-the-sequences"])
+def test_a_group_computes_its_prompt_once_and_each_candidate_writes_alone(candidates: int) -> None:
+    engine, context = make_engine(sequences=2)
+    try:
+        prompt = [40, 41, 42, 43, 44, 45]
+        runs = [Run() for _ in range(candidates)]
+        requests = [GenerationRequest(prompt, greedy(10 + k)) for k in range(candidates)]
+        engine.submit_group(requests, [r.sink for r in runs])
+        for k, run in enumerate(runs):
+            assert run.wait() == reference(prompt, 10 + k)
+            cached = run.finish.num_cached_tokens
+            assert cached == (0 if k == 0 else len(prompt))
+        prompt_batches = [b for b in context.batches if any(t == 40 for _, _, t in b)]
+        assert len(prompt_batches) == 1  # one prefill, whatever the group's size
+    finally:
+        assert engine.close()
+
+
+def test_snapshots_are_taken_exactly_at_their_points() -> None:
+    taken: list[SavedState] = []
+    engine, _ = make_engine(on_snapshot=lambda state, scope: taken.append(state))
+    try:
+        prompt = list(range(2, 60))
+        request = GenerationRequest(prompt, greedy(4), snapshot_at=(16, 40))
+        run = Run()
+        engine.submit(request, run.sink)
+        assert run.wait() == reference(prompt, 4)
+        assert [s.tokens for s in taken] == [tuple(prompt[:16]), tuple(prompt[:40])]
+        # NOTE: the state held exactly that prefix when it was taken
+        assert [pickle.loads(bytes(s.data)) for s in taken] == [prompt[:16], prompt[:40]]
+    finally:
+        assert engine.close()
