@@ -19,13 +19,13 @@ from reame.api.sse import DONE, frame
 from reame.api.structured import is_json, requested_grammar
 from reame.api.tool_use import ToolUse, delta_of
 from reame.conclave.convene import Verdict, convene, open_conclave
-from reame.engine.request import FinishEvent, SavedState, TokenEvent
+from reame.engine.request import Finish, FinishEvent, SavedState, TokenEvent
 from reame.errors import EngineBusyError, InvalidRequestError
 from reame.grammar import Grammar
 from reame.service import ChoiceEvent, Job
 from reame.tools.stream import ToolStream
 
-FAILED = ("error", "abort", "busy")  # finish reasons of an answer that is not whole
+FAILED = (Finish.ERROR, Finish.ABORT, Finish.BUSY)  # an answer that is not whole
 
 
 class Call:

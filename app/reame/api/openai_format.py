@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from reame.engine.request import FinishEvent, TokenEvent
+from reame.engine.request import Finish, FinishEvent, TokenEvent
 
 Piece = Callable[[int], str]  # token id -> its text, for logprobs
 
@@ -34,7 +34,7 @@ def usage(num_prompt: int, num_completion: int, num_cached: int) -> dict[str, ob
 
 
 def finish_reason(event: FinishEvent) -> str:
-    return "length" if event.reason == "length" else "stop"
+    return "length" if event.reason == Finish.LENGTH else "stop"
 
 
 def chat_logprobs(events: list[TokenEvent], piece: Piece) -> dict[str, object]:

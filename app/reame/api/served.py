@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.conclave.answers import RULES
-from reame.engine.request import FinishEvent
+from reame.engine.request import Finish, FinishEvent
 from reame.runtime import Runtime
 from reame.sessions import SessionStore
 
@@ -38,12 +38,12 @@ class Served:
 
     def failure(self, finish: FinishEvent) -> ApiError:
         """The HTTP error of an answer that did not come whole."""
-        if finish.reason == "busy":
+        if finish.reason == Finish.BUSY:
             message = finish.error or "no sequence came free in time; retry shortly"
             return ApiError(429, message, code="server_busy", headers={"retry-after": "1"})
         if self.runtime.engine.failure is not None:
             return ApiError(503, self.runtime.engine.failure, code="engine_failed")
-        if finish.reason == "abort":
+        if finish.reason == Finish.ABORT:
             return ApiError(503, "the server stopped before the answer was complete")
         return ApiError(500, finish.error or "the answer failed; the server log has the details")
 

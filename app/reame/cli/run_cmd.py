@@ -12,7 +12,7 @@ from reame.autotune import DEFAULT_PARALLEL
 from reame.cli.common import add_settings_flags, settings_from_args
 from reame.conclave.answers import compile_rule
 from reame.conclave.convene import convene
-from reame.engine.request import FinishEvent
+from reame.engine.request import Finish, FinishEvent
 from reame.errors import ConfigError
 from reame.runtime import Runtime, sampling_defaults
 from reame.sampling import SamplingParams
@@ -147,6 +147,6 @@ class Chat:
             parts.append(piece)
             sys.stdout.write(piece)
             sys.stdout.flush()
-            if isinstance(event, FinishEvent) and event.reason == "length":
+            if isinstance(event, FinishEvent) and event.reason == Finish.LENGTH:
                 print("\n(stopped at max_tokens)", file=sys.stderr)
         return "".join(parts)

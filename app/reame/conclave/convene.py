@@ -40,7 +40,7 @@ class Verdict:
         """The first candidate that did not end whole (an error, aborted by the server, refused
         after waiting too long)."""
         for c in self.candidates:
-            if c.finish is not None and c.finish.reason not in ("stop", "length"):
+            if c.finish is not None and not c.finish.reason.is_whole:
                 return c.finish
         return None
 
@@ -102,7 +102,7 @@ async def convene(
                     candidate.tokens.append(event)
                     continue
                 candidate.finish = event
-                if event.reason not in ("stop", "length"):
+                if not event.reason.is_whole:
                     return Verdict(tally, candidates)  # NOTE: leaving aborts the others
                 tally.add(item.index, extract(candidate.text, rule))
             if early_stop and tally.num_in < n and tally.majority() is not None:

@@ -26,6 +26,7 @@ from reame.detokenize import TextStream
 from reame.engine.constrained import mask_at, take_forced
 from reame.engine.drafting import add_drafts
 from reame.engine.request import (
+    Finish,
     FinishEvent,
     GenerationRequest,
     SavedState,
@@ -245,7 +246,7 @@ class Engine:
         for seq in seqs:
             for fork in [seq, *seq.forks]:
                 with contextlib.suppress(Exception):
-                    fork.sink(FinishEvent("error", "", fork.num_prompt, 0, error=reason))
+                    fork.sink(FinishEvent(Finish.ERROR, "", fork.num_prompt, 0, error=reason))
         self._running.clear()
         self._waiting.clear()
         self._late.clear()
@@ -268,9 +269,9 @@ class Engine:
                 except Exception as exc:  # never let one bad step kill the server
                     log.exception("engine step failed")
                     for seq in list(self._running):
-                        self._finish(seq, "error", error=str(exc))
+                        self._finish(seq, Finish.ERROR, error=str(exc))
         for seq in [*self._running, *self._waiting, *(late.seq for late in self._late)]:
-            self._finish(seq, "abort")
+            self._finish(seq, Finish.ABORT)
         self._wake_consumers()
 
     def _wake_consumers(self) -> None:
@@ -298,12 +299,12 @@ class Engine:
         for seq in self._waiting:
             if seq.request.request_id == request_id:
                 self._waiting.remove(seq)
-                self._finish(seq, "abort")
+                self._finish(seq, Finish.ABORT)
                 return
         for late in self._late:
             if late.seq.request.request_id == request_id:
                 self._late.remove(late)
-                self._finish(late.seq, "abort")
+                self._finish(late.seq, Finish.ABORT)
                 return
         for seq in [*self._running, *self._waiting]:
             if seq.request.request_id == request_id:
@@ -314,13 +315,13 @@ class Engine:
 
     def _admit(self) -> None:
         for seq in [s for s in self._running if s.is_aborted]:
-            self._finish(seq, "abort")
+            self._finish(seq, Finish.ABORT)
         if self._max_wait > 0:
             too_old = time.monotonic() - self._max_wait
             for seq in [s for s in self._waiting if s.queued_at < too_old]:
                 self._waiting.remove(seq)
                 waited = f"waited {self._max_wait:g} s for a free sequence; retry shortly"
-                self._finish(seq, "busy", error=waited)
+                self._finish(seq, Finish.BUSY, error=waited)
         while self._late and self._slots.num_free > 0:
             self._start_late(self._late.popleft())
         # NOTE: every slot owns a full context of KV cells, so a free slot is all it takes (a
@@ -345,7 +346,7 @@ class Engine:
             reason = self._take_run(seq, take_forced(seq, whole_run=True))
         except Exception as exc:  # NOTE: what one request asked for fails that one alone
             log.exception("grammar failed", request_id=seq.request.request_id)
-            reason = "error"
+            reason = Finish.ERROR
             self._finish(seq, reason, error=f"the grammar failed ({type(exc).__name__})")
             return
         if reason is not None:
@@ -398,7 +399,7 @@ class Engine:
         except DecodeError as exc:
             # NOTE: take the sequences first: _finish removes them from `running`
             for seq in [running[part.index] for part in plan]:
-                self._finish(seq, "error", error=str(exc))
+                self._finish(seq, Finish.ERROR, error=str(exc))
             return
         seconds = time.perf_counter() - started
         metrics.STEP_SECONDS.observe(seconds)
@@ -424,7 +425,7 @@ class Engine:
                 log.exception("sampling failed", request_id=seq.request.request_id)
                 if seq in self._running:
                     why = f"the next token could not be picked ({type(exc).__name__})"
-                    self._finish(seq, "error", error=f"{why}; the server log has the details")
+                    self._finish(seq, Finish.ERROR, error=f"{why}; the server log has the details")
 
     def _verify(self, seq: Sequence, first: int, count: int) -> None:
         """Keep the drafts the model agrees with and its own next token; roll the rest back."""
@@ -477,7 +478,7 @@ class Engine:
         for seq in [s for s in forks if s.is_aborted]:
             if seq.slot >= 0:
                 self._slots.release(seq, keep_prompt=False)
-            self._finish(seq, "abort")
+            self._finish(seq, Finish.ABORT)
         forks = [s for s in forks if not s.is_aborted]
         if late := [s for s in forks if s.slot < 0]:
             forks = [s for s in forks if s.slot >= 0]
@@ -491,7 +492,7 @@ class Engine:
         except RuntimeError as exc:
             for seq in forks:
                 self._slots.release(seq, keep_prompt=False)
-                self._finish(seq, "error", error=str(exc))
+                self._finish(seq, Finish.ERROR, error=str(exc))
             return
         for seq in forks:
             seq.num_computed = leader.num_computed
@@ -506,7 +507,7 @@ class Engine:
         seq.slot = self._slots.take_empty()
         self._running.append(seq)
         if not self.context.load_state(seq.slot, late.state):
-            self._finish(seq, "error", error="the prompt's state could not be restored")
+            self._finish(seq, Finish.ERROR, error="the prompt's state could not be restored")
             return
         seq.num_computed, seq.num_cached = late.num_computed, seq.num_prompt
         seq.chunk_ends = list(late.chunk_ends)
@@ -515,7 +516,9 @@ class Engine:
         except Exception as exc:  # NOTE: what one request asked for fails that one alone
             log.exception("sampling failed", request_id=seq.request.request_id)
             if seq in self._running:
-                self._finish(seq, "error", error=f"the first token failed ({type(exc).__name__})")
+                self._finish(
+                    seq, Finish.ERROR, error=f"the first token failed ({type(exc).__name__})"
+                )
 
     def _advance(self, seq: Sequence, logits: np.ndarray) -> None:
         constraint = seq.constraint
@@ -533,7 +536,7 @@ class Engine:
         if reason is not None:
             self._finish(seq, reason)
 
-    def _take_run(self, seq: Sequence, run: list[Sampled]) -> str | None:
+    def _take_run(self, seq: Sequence, run: list[Sampled]) -> Finish | None:
         """Take tokens until one ends the sequence; the finish reason if one does."""
         for sampled in run:
             reason = self._take(seq, sampled)
@@ -541,25 +544,25 @@ class Engine:
                 return reason
         return None
 
-    def _take(self, seq: Sequence, sampled: Sampled) -> str | None:
+    def _take(self, seq: Sequence, sampled: Sampled) -> Finish | None:
         """Append a token and emit it; the finish reason if the sequence ends with it."""
         token = sampled.token
         seq.tokens.append(token)
         params = seq.request.params
         if not params.ignore_eos and self.model.is_end_of_generation(token):
-            return "stop"
+            return Finish.STOP
         constraint = seq.constraint
         if constraint is not None and not constraint.consume([token]):
             raise RuntimeError(f"the grammar refused a token: {constraint.error}")
         delta = seq.text.push(self.model.piece(token))
         seq.emit(TokenEvent(token, delta.text, sampled.logprob, sampled.top_logprobs))
         if delta.is_stopped or (constraint is not None and constraint.is_finished):
-            return "stop"
+            return Finish.STOP
         if seq.num_generated >= params.max_tokens or len(seq.tokens) >= self.context_length:
-            return "length"
+            return Finish.LENGTH
         return None
 
-    def _finish(self, seq: Sequence, reason: str, error: str | None = None) -> None:
+    def _finish(self, seq: Sequence, reason: Finish, error: str | None = None) -> None:
         for fork in seq.forks:  # the leader ends before its prompt did: so do its followers
             if fork.slot >= 0:
                 self._slots.release(fork, keep_prompt=False)
@@ -571,19 +574,19 @@ class Engine:
             seq.slot >= 0
             and request.keep_state
             and seq.num_computed - seq.num_cached >= request.keep_state_min_new
-            and reason in ("stop", "length")
+            and reason.is_whole
         ):
             kept = tuple(seq.tokens[: seq.num_computed])
             state = SavedState(kept, self.context.save_state(seq.slot))
         if seq.slot >= 0:
-            self._slots.release(seq, keep_prompt=reason in ("stop", "length"))
+            self._slots.release(seq, keep_prompt=reason.is_whole)
             self._running.remove(seq)
-        if self._spec is not None and reason in ("stop", "length"):
+        if self._spec is not None and reason.is_whole:
             self._spec.learn(seq.tokens, seq.num_prompt, request.scope)
         with self._in_flight_lock:
             self._num_in_flight -= 1
         self._publish_counts()  # NOTE: before the event, so a caller that saw it sees the count
-        tail = seq.text.finish() if reason in ("stop", "length") else ""
+        tail = seq.text.finish() if reason.is_whole else ""
         seq.release_held()
         seq.sink(
             FinishEvent(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING
 from uuid import uuid4
 
@@ -65,12 +66,26 @@ class TokenEvent:
     top_logprobs: tuple[tuple[int, float], ...] = ()
 
 
+class Finish(StrEnum):
+    """Why a request ended (a str: it is also the name a client reads)."""
+
+    STOP = "stop"
+    LENGTH = "length"
+    ABORT = "abort"
+    ERROR = "error"
+    BUSY = "busy"  # it waited too long for a sequence
+
+    @property
+    def is_whole(self) -> bool:
+        """The answer ended by itself or by its length, not by a failure."""
+        return self in (Finish.STOP, Finish.LENGTH)
+
+
 @dataclass(slots=True, frozen=True)
 class FinishEvent:
-    """The last event of a request. `reason`: stop, length, abort, error, or busy (it waited
-    too long for a sequence)."""
+    """The last event of a request."""
 
-    reason: str
+    reason: Finish
     text: str  # text that was held back until the end
     num_prompt_tokens: int
     num_completion_tokens: int
