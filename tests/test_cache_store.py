@@ -71,7 +71,11 @@ def cache_on(directory: Path | None, **kwargs: int) -> Iterator[PrefixCache]:
 
 
 def kvs_files(root: Path) -> list[Path]:
-    return sorted(root.rglob(f"*{SUFFIX}"))
+    while True:
+        try:
+            return sorted(root.rglob(f"*{SUFFIX}"))
+        except FileNotFoundError:  # NOTE: an emptied directory removed mid-walk: walk again
+            continue
 
 
 def part_files(root: Path) -> list[Path]:
