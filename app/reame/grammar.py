@@ -63,8 +63,8 @@ def _source(spec: GrammarSpec) -> str:
 class Grammar:
     """A compiled grammar: hands out matchers in its start state."""
 
-    def __init__(self, spec: GrammarSpec, matcher: LLMatcher, vocab_size: int) -> None:
-        self.spec, self._pristine, self._vocab_size = spec, matcher, vocab_size
+    def __init__(self, matcher: LLMatcher, vocab_size: int) -> None:
+        self._pristine, self._vocab_size = matcher, vocab_size
 
     def matcher(self) -> Constraint:
         return Constraint(self._pristine.deep_copy(), self._vocab_size)
@@ -95,10 +95,6 @@ class Constraint:
     def valid_prefix(self, tokens: Sequence[int]) -> int:
         """How many leading tokens of a draft the grammar accepts from here."""
         return self._m.validate_tokens(list(tokens)) if tokens else 0
-
-    def rollback(self, count: int) -> None:
-        if count:
-            self._m.rollback(count)
 
     @property
     def is_finished(self) -> bool:
@@ -148,7 +144,7 @@ class Grammars:
                 f"{spec.param}: the {spec.kind.replace('_', ' ')} does not compile: {why}",
                 param=spec.param,
             )
-        grammar = Grammar(spec, matcher, self._vocab_size)
+        grammar = Grammar(matcher, self._vocab_size)
         with self._lock:
             self._compiled[spec] = grammar
             while len(self._compiled) > _COMPILED_KEPT:

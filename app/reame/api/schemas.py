@@ -22,13 +22,14 @@ LogitBias = Annotated[
 ]
 # NaN and infinities (Python's JSON reads them) pass no range check, so none are taken
 STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
-FunctionName = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]  # as OpenAI
+# a function's or a schema's name, as OpenAI allows it
+Name = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
 GrammarText = Annotated[str, Field(min_length=1, max_length=64 * 1024)]
 
 
 class ToolCallFunction(BaseModel):
     model_config = STRICT
-    name: FunctionName
+    name: Name
     arguments: str = Field(max_length=256 * 1024)
 
 
@@ -41,7 +42,7 @@ class ToolCall(BaseModel):
 
 class FunctionDefinition(BaseModel):
     model_config = STRICT
-    name: FunctionName
+    name: Name
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
@@ -55,7 +56,7 @@ class Tool(BaseModel):
 
 class NamedFunction(BaseModel):
     model_config = STRICT
-    name: FunctionName
+    name: Name
 
 
 class NamedToolChoice(BaseModel):
@@ -66,7 +67,7 @@ class NamedToolChoice(BaseModel):
 
 class JsonSchemaFormat(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    name: Name
     description: str | None = None
     schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
     strict: bool | None = None

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest
 from reame.errors import InvalidRequestError
 from reame.grammar import GrammarSpec
@@ -46,15 +45,12 @@ class ToolUse:
         choice = (
             choice.model_dump() if choice is not None and not isinstance(choice, str) else choice
         )
-        try:
-            check_tool_conversation(messages, tools, choice)
-        except InvalidRequestError as exc:
-            raise ApiError(400, str(exc), exc.param, "invalid_value") from exc
+        check_tool_conversation(messages, tools, choice)
         has_history = any(m.get("tool_calls") or m["role"] == "tool" for m in messages)
         if not tools and not has_history:
             return None
         if body.best_of is not None and body.best_of > 1:
-            raise ApiError(400, "best_of does not take tools", "best_of", "invalid_value")
+            raise InvalidRequestError("best_of does not take tools", "best_of")
         family = tool_family(model.chat_template)
         return ToolUse(family, tools, choice, body.parallel_tool_calls, _special_ids(model, family))
 
@@ -69,12 +65,7 @@ class ToolUse:
         return rendered.messages, rendered.tools
 
     def grammar(self) -> GrammarSpec | None:
-        try:
-            text = tool_grammar(
-                self.tools, self.tool_choice, self.parallel, self.family, self.special
-            )
-        except InvalidRequestError as exc:
-            raise ApiError(400, str(exc), exc.param, "invalid_value") from exc
+        text = tool_grammar(self.tools, self.tool_choice, self.parallel, self.family, self.special)
         return GrammarSpec("lark", text, "tools") if text else None
 
     def text_of(self, token: int, text: str) -> str:

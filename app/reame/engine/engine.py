@@ -345,12 +345,18 @@ class Engine:
         try:
             reason = self._take_run(seq, take_forced(seq, whole_run=True))
         except Exception as exc:  # NOTE: what one request asked for fails that one alone
-            log.exception("grammar failed", request_id=seq.request.request_id)
-            reason = Finish.ERROR
-            self._finish(seq, reason, error=f"the grammar failed ({type(exc).__name__})")
+            self._fail_alone(seq, exc, "the grammar failed")
             return
         if reason is not None:
             self._finish(seq, reason)
+
+    def _fail_alone(self, seq: Sequence, exc: Exception, why: str) -> None:
+        """A failure of what one request asked for (its grammar, its sampling) ends that
+        request alone."""
+        log.exception(why, request_id=seq.request.request_id)
+        if seq in self._running:
+            error = f"{why} ({type(exc).__name__}); the server log has the details"
+            self._finish(seq, Finish.ERROR, error=error)
 
     def _publish_counts(self) -> None:
         counts = (len(self._running), len(self._waiting))
@@ -421,11 +427,8 @@ class Engine:
                     if seq.forks:
                         self._fork(seq, first)
                     self._advance(seq, self.context.logits(first))
-            except Exception as exc:  # NOTE: what one request asked for fails that one alone
-                log.exception("sampling failed", request_id=seq.request.request_id)
-                if seq in self._running:
-                    why = f"the next token could not be picked ({type(exc).__name__})"
-                    self._finish(seq, Finish.ERROR, error=f"{why}; the server log has the details")
+            except Exception as exc:
+                self._fail_alone(seq, exc, "the next token could not be picked")
 
     def _verify(self, seq: Sequence, first: int, count: int) -> None:
         """Keep the drafts the model agrees with and its own next token; roll the rest back."""
@@ -513,12 +516,8 @@ class Engine:
         seq.chunk_ends = list(late.chunk_ends)
         try:
             self._advance(seq, late.logits)
-        except Exception as exc:  # NOTE: what one request asked for fails that one alone
-            log.exception("sampling failed", request_id=seq.request.request_id)
-            if seq in self._running:
-                self._finish(
-                    seq, Finish.ERROR, error=f"the first token failed ({type(exc).__name__})"
-                )
+        except Exception as exc:
+            self._fail_alone(seq, exc, "the first token could not be picked")
 
     def _advance(self, seq: Sequence, logits: np.ndarray) -> None:
         constraint = seq.constraint
