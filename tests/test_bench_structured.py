@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from reame.bench.structured_cli import bench as structured_bench
+from reame.bench.structured_grade import Answer, ToolCall, grade, schema_problem
 from reame.bench.structured_report import (
     DECODE,
     FORCED,
@@ -38,11 +39,7 @@ from reame.bench.structured_workload import (
     ORDER_SCHEMA,
     TOOL_SCHEMAS,
     TOOLS,
-    Answer,
-    ToolCall,
     extraction_items,
-    grade,
-    schema_problem,
     tool_items,
 )
 from reame.bench.targets import Timeline

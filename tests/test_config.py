@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from reame.config import load_settings
+from reame.config_loader import load_settings
 from reame.errors import ConfigError
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import small_settings
+from reame.bench.plain_loop import plain_greedy_loop
 from reame.engine.request import FinishEvent, GenerationRequest, TokenEvent
 from reame.errors import InvalidRequestError
-from reame.llama import ContextShape, plain_greedy_loop
+from reame.llama import ContextShape
 from reame.runtime import Runtime
 
 pytestmark = pytest.mark.model

@@ -192,9 +192,10 @@ def test_the_index_is_built_off_the_adding_thread(tmp_path: Path) -> None:
     for i in range(300):  # 12k tokens: past the recent dict's 4096 entries, a build starts
         pal.add([i * 1000 + j for j in range(len(STORY))])
         assert pal.propose([i * 1000, i * 1000 + 1, i * 1000 + 2], 1) == [i * 1000 + 3]
-    assert pal._builder is not None and pal._builder is not threading.current_thread()
+    builder = pal._index._builder
+    assert builder is not None and builder is not threading.current_thread()
     pal.wait_for_index()
-    assert pal._indexes[3].size > 0  # swapped in
+    assert pal._index._indexes[3].size > 0  # swapped in
     assert pal.propose([5000, 5001, 5002], 1) == [5003]  # from the built index
     assert Palimpsest(tmp_path, FP, 1 << 30).num_tokens == 300 * len(STORY)
 

@@ -1,14 +1,14 @@
 """Owning wrappers over llama.cpp (llama-cpp-python's low-level API): model, context, batch.
 
 NOTE: the only module that imports llama_cpp. Every C resource here has close() and a context
-manager; nothing else holds a raw pointer.
+manager; nothing else holds a raw pointer. It runs past 300 lines because it is the one module
+that owns llama_cpp: the model, the context, the backend and the quantizer call.
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -413,57 +413,6 @@ class Context:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@dataclass(slots=True, frozen=True)
-class PlainRun:
-    tokens: list[int]
-    prefill_seconds: float
-    decode_seconds: float  # from the first generated token to the last
-
-
-def plain_greedy_loop(
-    model: Model,
-    prompt: Sequence[int],
-    max_tokens: int,
-    shape: ContextShape,
-    stop_at_end: bool = True,
-) -> PlainRun:
-    """The baseline Reame is measured against: the plainest llama-cpp-python decode loop
-    (llama_batch_get_one, llama_decode, argmax over the logits), in its own context.
-    The generated tokens include the end-of-generation token when there is one."""
-    params = lc.llama_context_default_params()
-    params.n_ctx = shape.num_cells
-    params.n_batch = params.n_ubatch = shape.batch_size
-    params.n_threads = params.n_threads_batch = shape.num_threads
-    params.no_perf = True
-    ctx = lc.llama_init_from_model(model._ptr, params)
-    try:
-        out: list[int] = []
-        started = time.perf_counter()
-        for i in range(0, len(prompt), shape.batch_size):
-            chunk = list(prompt[i : i + shape.batch_size])
-            arr = (lc.llama_token * len(chunk))(*chunk)
-            if lc.llama_decode(ctx, lc.llama_batch_get_one(arr, len(chunk))) != 0:
-                raise DecodeError(1)
-        logits = np.ctypeslib.as_array(lc.llama_get_logits_ith(ctx, -1), shape=(model.vocab_size,))
-        token = int(np.argmax(logits))
-        first = time.perf_counter()
-        one = (lc.llama_token * 1)()
-        while len(out) < max_tokens:
-            out.append(token)
-            if (stop_at_end and model.is_end_of_generation(token)) or len(out) == max_tokens:
-                break
-            one[0] = token
-            if lc.llama_decode(ctx, lc.llama_batch_get_one(one, 1)) != 0:
-                raise DecodeError(1)
-            logits = np.ctypeslib.as_array(
-                lc.llama_get_logits_ith(ctx, -1), shape=(model.vocab_size,)
-            )
-            token = int(np.argmax(logits))
-        return PlainRun(out, first - started, time.perf_counter() - first)
-    finally:
-        lc.llama_free(ctx)
 
 
 QUANT_TYPES = {"Q4_K_M": lc.LLAMA_FTYPE_MOSTLY_Q4_K_M, "Q8_0": lc.LLAMA_FTYPE_MOSTLY_Q8_0}

@@ -9,9 +9,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from reame.bench.plain_loop import plain_greedy_loop
 from reame.bench.workloads import filler_text, topics
 from reame.engine.request import Event, FinishEvent, GenerationRequest, TokenEvent
-from reame.llama import ContextShape, plain_greedy_loop
+from reame.llama import ContextShape
 from reame.runtime import Runtime
 from reame.sampling import SamplingParams
 

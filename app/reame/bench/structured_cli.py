@@ -1,4 +1,5 @@
-"""`reame bench --structured`'s flags and entry point (bench_cmd.py only wires them in)."""
+"""`reame bench --structured`'s flags and entry point (bench_flags.py and bench_cmd.py only
+wire them in)."""
 
 from __future__ import annotations
 

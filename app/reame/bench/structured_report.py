@@ -13,7 +13,8 @@ from typing import Any
 from reame.bench.cells import cell
 from reame.bench.http_runner import aggregate_tps
 from reame.bench.sse_reader import BenchTargetError
-from reame.bench.structured_workload import TOOLS, Answer, Grade
+from reame.bench.structured_grade import Answer, Grade
+from reame.bench.structured_workload import TOOLS
 
 REQUESTS = "requests"
 FAILED = "failed requests (HTTP error)"

@@ -16,21 +16,14 @@ from reame.bench.http_runner import rotated
 from reame.bench.load_target import LoadTarget, ServeOptions, first_model
 from reame.bench.serve_process import ServeProcess, read_metrics
 from reame.bench.sse_reader import BenchTargetError, ChunkTally, SseDecoder, _has_content
+from reame.bench.structured_grade import Answer, ToolCall, grade
 from reame.bench.structured_report import (
     Result,
     StructuredFigures,
     metrics_delta,
     summarize,
 )
-from reame.bench.structured_workload import (
-    MAX_TOKENS,
-    WORKLOADS,
-    Answer,
-    Item,
-    ToolCall,
-    grade,
-    workload_items,
-)
+from reame.bench.structured_workload import MAX_TOKENS, WORKLOADS, Item, workload_items
 from reame.bench.targets import Timeline, api_base
 
 FORCED_OFF = "forced-off"

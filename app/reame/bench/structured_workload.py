@@ -1,4 +1,5 @@
-"""`reame bench --structured`'s two seeded workloads, and how an answer is graded.
+"""`reame bench --structured`'s two seeded workloads (their words, schemas and tools are
+data/structured_workload.json; how an answer is graded is structured_grade.py).
 
 extraction: short synthetic notes about an order (a name, a date, an amount, a city, a status,
 a few items; phrased several ways) to be turned into JSON by a pydantic-like schema, sent as
@@ -12,137 +13,43 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
+from importlib import resources
 from typing import Any
-
-from reame.bench.targets import Timeline
 
 EXTRACTION = "extraction"
 TOOLS = "tools"
 WORKLOADS = (EXTRACTION, TOOLS)
 # room for a complete answer at every field's longest (the strings are bounded by maxLength)
 MAX_TOKENS = {EXTRACTION: 256, TOOLS: 192}
-STATUSES = ("paid", "pending", "refunded")
 
-# what pydantic's model_json_schema() gives for a model with a str-Enum field, forbidding extras
-ORDER_SCHEMA: dict[str, Any] = {
-    "$defs": {"Status": {"enum": list(STATUSES), "title": "Status", "type": "string"}},
-    "additionalProperties": False,
-    "properties": {
-        "name": {"maxLength": 40, "title": "Name", "type": "string"},
-        "city": {"maxLength": 30, "title": "City", "type": "string"},
-        "date": {"maxLength": 10, "title": "Date", "type": "string"},
-        "amount": {"maximum": 100000, "minimum": 0, "title": "Amount", "type": "integer"},
-        "status": {"$ref": "#/$defs/Status"},
-        "items": {
-            "items": {"maxLength": 24, "type": "string"},
-            "maxItems": 4,
-            "title": "Items",
-            "type": "array",
-        },
-    },
-    "required": ["name", "city", "date", "amount", "status", "items"],
-    "title": "Order",
-    "type": "object",
-}
-EXTRACTION_SYSTEM = (
-    "Extract the order described in the note as JSON: name (the customer), city, date "
-    "(YYYY-MM-DD), amount (whole euros), status (paid, pending or refunded) and items (what "
-    "was bought, one short string each)."
+# NOTE: the order schema is what pydantic's model_json_schema() gives for a model with a
+# str-Enum field, forbidding extras
+_DATA: dict[str, Any] = json.loads(
+    resources.files("reame.bench").joinpath("data", "structured_workload.json").read_text("utf-8")
 )
-
-CURRENCIES = ("EUR", "USD", "GBP", "JPY")
+ORDER_SCHEMA: dict[str, Any] = _DATA["order_schema"]
+STATUSES: tuple[str, ...] = tuple(ORDER_SCHEMA["$defs"]["Status"]["enum"])
+EXTRACTION_SYSTEM: str = _DATA["extraction_system"]
+TOOL_DEFINITIONS: list[dict[str, Any]] = _DATA["tools"]
 TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
-    "get_weather": {
-        "type": "object",
-        "properties": {
-            "city": {"type": "string", "maxLength": 40},
-            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-        },
-        "required": ["city", "unit"],
-        "additionalProperties": False,
-    },
-    "convert_currency": {
-        "type": "object",
-        "properties": {
-            "amount": {"type": "number", "minimum": 0},
-            "from_currency": {"type": "string", "enum": list(CURRENCIES)},
-            "to_currency": {"type": "string", "enum": list(CURRENCIES)},
-        },
-        "required": ["amount", "from_currency", "to_currency"],
-        "additionalProperties": False,
-    },
-    "create_reminder": {
-        "type": "object",
-        "properties": {
-            "text": {"type": "string", "maxLength": 60},
-            "date": {"type": "string", "maxLength": 10},
-            "hour": {"type": "integer", "minimum": 0, "maximum": 23},
-        },
-        "required": ["text", "date", "hour"],
-        "additionalProperties": False,
-    },
+    tool["function"]["name"]: tool["function"]["parameters"] for tool in TOOL_DEFINITIONS
 }
-_TOOL_DESCRIPTIONS = {
-    "get_weather": "The current weather in a city.",
-    "convert_currency": "Convert an amount of money from one currency to another.",
-    "create_reminder": "Set a reminder on a date (YYYY-MM-DD) at an hour of the day (0-23).",
-}
-TOOL_DEFINITIONS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {"name": name, "description": _TOOL_DESCRIPTIONS[name], "parameters": schema},
-    }
-    for name, schema in TOOL_SCHEMAS.items()
-]
-TOOLS_SYSTEM = (
-    "You are an assistant with tools. Answer every request by calling exactly one of the tools "
-    "with the arguments the user gave."
-)
-
-_FIRST = ("Maria", "John", "Aiko", "Lars", "Fatima", "Pedro", "Chen", "Olga", "Kwame", "Sofia")
-_LAST = ("Rossi", "Smith", "Tanaka", "Berg", "Haddad", "Alves", "Wang", "Ivanova", "Mensah")
-_CITIES = ("Turin", "Lisbon", "Osaka", "Oslo", "Cairo", "Porto", "Lyon", "Kyiv", "Accra", "Quito")
-_GOODS = ("lamp", "chair", "rug", "kettle", "bicycle", "desk", "mirror", "teapot", "blanket")
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
-_STATUS_WORDS = {
-    "paid": ("paid in full", "settled", "paid"),
-    "pending": ("not paid yet", "still pending", "awaiting payment"),
-    "refunded": ("refunded", "returned and refunded", "money sent back"),
-}
-_NOTES = (
-    "On {when}, {name} from {city} bought {goods} for {amount} euros; {status}.",
-    "{name} ({city}) ordered {goods} on {when}. Total {amount} EUR, {status}.",
-    "Order note, {when}: {goods}. Customer {name}, {city}. {amount} euros, {status}.",
-    "{city}, {when}. {name} picked up {goods}: {amount} euros in all, {status}.",
-)
-_WEATHER = (
-    "What's the weather like in {city} right now? Give it in {unit}.",
-    "Is it cold in {city} today? I want the temperature in {unit}.",
-)
-_CONVERT = (
-    "How much is {amount} {src} in {dst}?",
-    "Convert {amount} {src} to {dst}, please.",
-)
-_REMIND = (
-    "Remind me to {task} on {date} at {hour}:00.",
-    "Set a reminder for {date}, hour {hour}: {task}.",
-)
-_TASKS = ("call {first}", "water the plants", "pay the rent", "book the train", "email {first}")
+_CONVERT_ARGS = TOOL_SCHEMAS["convert_currency"]["properties"]
+CURRENCIES: tuple[str, ...] = tuple(_CONVERT_ARGS["from_currency"]["enum"])
+_UNITS: tuple[str, ...] = tuple(TOOL_SCHEMAS["get_weather"]["properties"]["unit"]["enum"])
+TOOLS_SYSTEM: str = _DATA["tools_system"]
+_FIRST: list[str] = _DATA["first_names"]
+_LAST: list[str] = _DATA["last_names"]
+_CITIES: list[str] = _DATA["cities"]
+_GOODS: list[str] = _DATA["goods"]
+_MONTHS: list[str] = _DATA["months"]
+_STATUS_WORDS: dict[str, list[str]] = _DATA["status_words"]
+_NOTES: list[str] = _DATA["order_notes"]
+_WEATHER: list[str] = _DATA["weather_requests"]
+_CONVERT: list[str] = _DATA["convert_requests"]
+_REMIND: list[str] = _DATA["reminder_requests"]
+_TASKS: list[str] = _DATA["reminder_tasks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +138,7 @@ def extraction_items(seed: int, count: int) -> list[Item]:
 def _tool_request(rng: random.Random) -> tuple[str, dict[str, Any]]:
     tool = rng.choice(list(TOOL_SCHEMAS))
     if tool == "get_weather":
-        args = {"city": rng.choice(_CITIES), "unit": rng.choice(("celsius", "fahrenheit"))}
+        args = {"city": rng.choice(_CITIES), "unit": rng.choice(_UNITS)}
         text = rng.choice(_WEATHER).format(**args)
     elif tool == "convert_currency":
         src, dst = rng.sample(CURRENCIES, 2)
@@ -263,126 +170,3 @@ def tool_items(seed: int, count: int) -> list[Item]:
 
 def workload_items(workload: str, seed: int, count: int) -> list[Item]:
     return (extraction_items if workload == EXTRACTION else tool_items)(seed, count)
-
-
-@dataclass(slots=True)
-class ToolCall:
-    name: str
-    arguments: str  # JSON text, as the server sent it
-
-
-@dataclass(slots=True)
-class Answer:
-    """One answer as the client saw it: `timeline.text` holds the content."""
-
-    timeline: Timeline
-    finish_reason: str | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
-
-    @property
-    def signature(self) -> str:
-        """What two answers must share to be the same answer."""
-        calls = [(c.name, c.arguments) for c in self.tool_calls]
-        return json.dumps([self.timeline.text, calls])
-
-
-@dataclass(frozen=True, slots=True)
-class Grade:
-    """`is_valid`: None when the answer ran to max_tokens (or ended otherwise), so it was not
-    judged; `is_tool_call_valid`: None outside the tools workload; `accuracy`: share of the
-    expected fields found (extraction) or 1/0 for the expected tool with the expected
-    arguments (tools), None when not valid."""
-
-    finish_reason: str | None
-    is_valid: bool | None
-    is_tool_call_valid: bool | None = None
-    accuracy: float | None = None
-    problem: str = ""
-
-    @property
-    def is_length(self) -> bool:
-        return self.finish_reason == "length"
-
-
-def _validator(schema: dict[str, Any]) -> Any:
-    try:
-        import jsonschema
-    except ImportError as exc:  # NOTE: a dev dependency, not the server's
-        from reame.errors import ConfigError
-
-        raise ConfigError(
-            "reame bench --structured needs jsonschema: pip install jsonschema"
-        ) from exc
-    return jsonschema.Draft202012Validator(schema)
-
-
-def schema_problem(schema: dict[str, Any], value: Any) -> str:
-    """'' when `value` matches `schema`, else the first error."""
-    error = next(iter(_validator(schema).iter_errors(value)), None)
-    return "" if error is None else f"{'/'.join(map(str, error.path))}: {error.message}"[:200]
-
-
-def _same(got: Any, want: Any) -> bool:
-    if isinstance(want, str) and isinstance(got, str):
-        return got.strip().casefold() == want.casefold()
-    if isinstance(want, list) and isinstance(got, list):
-        return sorted(_norm(g) for g in got) == sorted(_norm(w) for w in want)
-    if isinstance(want, int | float) and isinstance(got, int | float):
-        return float(got) == float(want)
-    return got == want
-
-
-def _norm(value: Any) -> Any:
-    return value.strip().casefold() if isinstance(value, str) else json.dumps(value)
-
-
-def _accuracy(got: dict[str, Any], want: dict[str, Any]) -> float:
-    return sum(_same(got.get(k), v) for k, v in want.items()) / len(want)
-
-
-def grade(item: Item, answer: Answer) -> Grade:
-    graded = _grade(item, answer)
-    at_cap = answer.timeline.num_tokens >= MAX_TOKENS[item.workload]
-    if graded.problem and at_cap and not graded.is_length:
-        # NOTE: a server that stopped at max_tokens should say "length"
-        note = f"{graded.problem} (at max_tokens, yet finish_reason {answer.finish_reason})"
-        return replace(graded, problem=note)
-    return graded
-
-
-def _grade(item: Item, answer: Answer) -> Grade:
-    reason = answer.finish_reason
-    if item.workload == EXTRACTION:
-        if reason != "stop":
-            return Grade(reason, None, problem=f"finish_reason {reason}")
-        try:
-            value = json.loads(answer.timeline.text)
-        except ValueError as exc:
-            return Grade(reason, False, problem=f"not JSON: {exc}")
-        problem = schema_problem(ORDER_SCHEMA, value)
-        if problem:
-            return Grade(reason, False, problem=problem)
-        return Grade(reason, True, accuracy=_accuracy(value, item.expected))
-    if reason not in ("tool_calls", "stop"):
-        return Grade(reason, None, False, problem=f"finish_reason {reason}")
-    return _grade_calls(item, answer.tool_calls, reason)
-
-
-def _grade_calls(item: Item, calls: Sequence[ToolCall], reason: str) -> Grade:
-    if not calls:
-        return Grade(reason, False, False, problem="no tool call")
-    for call in calls:
-        if call.name not in TOOL_SCHEMAS:
-            return Grade(reason, False, False, problem=f"unknown tool {call.name!r}")
-        try:
-            arguments = json.loads(call.arguments)
-        except ValueError as exc:
-            return Grade(reason, False, False, problem=f"arguments not JSON: {exc}")
-        problem = schema_problem(TOOL_SCHEMAS[call.name], arguments)
-        if problem:
-            return Grade(reason, False, False, problem=f"{call.name}: {problem}")
-    first = calls[0]
-    is_right = first.name == item.expected_tool and (
-        _accuracy(json.loads(first.arguments), item.expected) == 1.0
-    )
-    return Grade(reason, True, True, accuracy=float(is_right))

@@ -6,7 +6,8 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from reame.config import LoadedSettings, Settings, load_settings
+from reame.config import Settings
+from reame.config_loader import LoadedSettings, load_settings
 from reame.errors import ConfigError
 from reame.log import configure_logging
 

@@ -1,17 +1,14 @@
 """The Palimpsest: every finished generation, kept on disk, drafted from by later requests.
 
 Layout: ROOT/<fingerprint>/<segment>.pal, one segment file per writing process (so processes
-never write the same file), each a run of records: b"PALR", token count (u32), crc32 of the
-tokens (u32), the tokens (i32). A record is written with one write() call; a process killed in
-the middle leaves at most a short tail, which readers stop before (and read once it is whole,
-if its writer is alive). A complete record whose checksum fails sets the file aside (renamed
-*.bad) and its records are dropped. Within `max_bytes`, the segment used longest ago goes first.
-Files are 0600, directories 0700.
+never write the same file), each a run of records (palimpsest_records.py), each written with
+one write() call: a process killed in the middle leaves at most a short tail, which readers stop
+before (and read once it is whole, if its writer is alive). A complete record whose checksum
+fails sets the file aside (renamed *.bad) and its records are dropped. Within `max_bytes`, the
+segment used longest ago goes first. Files are 0600, directories 0700.
 
 In memory: every record once, in one token array (a separator between records; a segment only
-knows where its records lie in it), with an n-gram index per size, plus a small dict index of
-what was added since the index was last built. The index is built on a thread of its own and
-swapped in, so the engine thread that adds an answer never waits for an archive-wide sort. An
+knows where its records lie in it), looked up by an ArchiveIndex (palimpsest_index.py). An
 evicted segment's tokens are overwritten with separators (nothing drafts from them) and the
 array is compacted once they are a quarter of it. `max_resident_bytes` (default: max_bytes)
 bounds what the live records cost in memory: their tokens and index entries.
@@ -21,10 +18,8 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import os
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,21 +28,17 @@ import numpy as np
 import structlog
 
 from reame import metrics
-from reame.cache.private_files import make_dirs, make_private, open_append
-from reame.spec.ngram_index import SEPARATOR, NgramIndex, hash_of, ngram_hashes
-from reame.spec.palimpsest_records import CorruptSegment, encode_record, read_records
+from reame.cache.private_files import make_dirs, make_private
+from reame.spec.ngram_index import SEPARATOR
+from reame.spec.palimpsest_index import INDEX_ENTRY_BYTES, SIZES, ArchiveIndex
+from reame.spec.palimpsest_records import CorruptSegment, append_record, read_segment, segment_name
 
 log = structlog.get_logger("reame.palimpsest")
 
-# n-gram lengths looked up, longest first: a long match (the end of the question and the chat
-# template's "assistant" header) tells apart answers that a short one mixes up
-SIZES = (8, 3)
 MIN_RECORD = min(SIZES) + 2  # shorter generations teach nothing
 REFRESH_SECONDS = 10.0  # how often an adding process reads what the others added
-# what a live token costs in memory: itself (int32) and an entry (hash u64, position i64) in
-# the index of each size
-TOKEN_BYTES = 4 + 16 * len(SIZES)
-_RECENT_ENTRY_BYTES = 100  # a dict entry and its two ints, as CPython keeps them
+# what a live token costs in memory: itself (int32) and an entry in the index of each size
+TOKEN_BYTES = 4 + INDEX_ENTRY_BYTES * len(SIZES)
 _BULK_TOKENS = 4096  # more read at once than this: indexed by a build, not the recent dict
 
 
@@ -87,16 +78,10 @@ class Palimpsest:
         self._size = 1
         self._live_tokens = 0  # of records whose segment is kept
         self._dead_tokens = 0  # of evicted ones, separators now, until a compaction
-        self._indexes = {n: NgramIndex(n) for n in SIZES}
-        # per size: n-gram hash -> position, for what was added since the last build started;
-        # _frozen: what was added before that, until the build is swapped in
-        self._recent: dict[int, dict[int, int]] = {n: {} for n in SIZES}
-        self._frozen: dict[int, dict[int, int]] = {n: {} for n in SIZES}
+        self._index = ArchiveIndex(self._lock, lambda: self._tokens, self._publish)
         # where each record starts in the array (ascending) and its segment (for "last used")
         self._starts: list[int] = []
         self._owners: list[_Segment] = []
-        self._epoch = 0  # moves on with each compaction: positions of before mean nothing
-        self._builder: threading.Thread | None = None
         self._last_refresh = 0.0
         self.num_set_aside = 0
         self.num_write_failures = 0
@@ -113,25 +98,13 @@ class Palimpsest:
         if k <= 0:
             return []
         with self._lock:
-            for n in SIZES:
-                key = hash_of(history, n)
-                if key is None:
-                    continue
-                start = self._recent[n].get(key, -1)
-                if start < 0:
-                    start = self._frozen[n].get(key, -1)
-                if start < 0:
-                    start = self._indexes[n].find(key)
-                if start < 0:
-                    continue
-                tokens = self._tokens
-                if list(tokens[start - n : start]) != list(history[-n:]):
-                    continue  # a hash collision, or an evicted record
-                self._mark_used(start)
-                run = tokens[start : start + k]
-                stop = np.flatnonzero(run == SEPARATOR)
-                return [int(t) for t in (run[: stop[0]] if stop.size else run)]
-        return []
+            start = self._index.find(history)
+            if start < 0:
+                return []
+            self._mark_used(start)
+            run = self._tokens[start : start + k]
+            stop = np.flatnonzero(run == SEPARATOR)
+            return [int(t) for t in (run[: stop[0]] if stop.size else run)]
 
     def observe(self, proposed: int, accepted: int) -> None:
         pass
@@ -157,14 +130,14 @@ class Palimpsest:
             self._append(record, seg)
             self._write(record, seg)
             self._evict()
-            self._maybe_build()
+            self._index.maybe_build()
         self._publish()
         if time.monotonic() - self._last_refresh >= REFRESH_SECONDS:
             self.refresh()  # what the machine's other processes added meanwhile
 
     def _own_segment(self) -> _Segment:
         if self._own is None or self._own.offset >= self.segment_bytes:
-            name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.pal"
+            name = segment_name()
             directory = self.directory if self.directory is not None else Path(".")
             self._own = _Segment(directory / name, last_used=time.time())
             self._segments[name] = self._own
@@ -185,86 +158,22 @@ class Palimpsest:
         self._live_tokens += record.size
         self._starts.append(base)
         self._owners.append(seg)
-        if bulk:
-            return  # NOTE: the build that follows indexes it
-        # the n-grams ending before the record's last token, each pointing at its follower
-        for n, recent in self._recent.items():
-            hashes = ngram_hashes(record[:-1], n)
-            recent.update(zip(hashes.tolist(), range(base + n, base + record.size), strict=True))
+        if not bulk:  # NOTE: else the build that follows indexes it
+            self._index.add(record, base)
 
     def _write(self, record: np.ndarray, seg: _Segment) -> None:
         if self.directory is None:
             return
         try:
-            data = encode_record(record.tolist())
-            fd = open_append(seg.path)
-            try:
-                written = os.write(fd, data)
-            finally:
-                os.close(fd)
-            if written != len(data):
-                raise OSError(f"short write: {written} of {len(data)} bytes")
-            seg.offset += len(data)
+            seg.offset += append_record(seg.path, record.tolist())
         except OSError as exc:
             self.num_write_failures += 1
             if self.num_write_failures == 1:
                 log.warning("palimpsest cannot write; drafting goes on", error=str(exc))
 
-    # -- the index -----------------------------------------------------------------------------
-
-    def _maybe_build(self) -> None:
-        if len(self._recent[min(SIZES)]) > max(4096, self._indexes[min(SIZES)].size // 8):
-            self._start_build()
-
-    def _start_build(self, background: bool = True) -> None:
-        """Index _tokens as they are now, off the lock; what is added meanwhile goes on in the
-        recent dicts. One build at a time (the next one is asked for by the next add, or by
-        the build itself when a compaction moved everything under it)."""
-        if self._builder is not None and self._builder.is_alive():
-            return
-        job = self._freeze()
-        if not background:
-            self._indexes = self._build(job[1])
-            self._frozen = {n: {} for n in SIZES}
-            return
-        self._builder = threading.Thread(
-            target=self._build_and_swap, args=job, name="reame-palimpsest-index", daemon=True
-        )
-        self._builder.start()
-
-    def _freeze(self) -> tuple[int, np.ndarray]:
-        """What a build indexes: the array as it is; its recent entries wait in _frozen."""
-        for n in SIZES:
-            self._frozen[n].update(self._recent[n])
-            self._recent[n] = {}
-        return self._epoch, self._tokens
-
-    def _build(self, tokens: np.ndarray) -> dict[int, NgramIndex]:
-        built = {n: NgramIndex(n) for n in SIZES}
-        for index in built.values():
-            index.rebuild(tokens)
-        return built
-
-    def _build_and_swap(self, epoch: int, tokens: np.ndarray) -> None:
-        try:
-            while True:
-                built = self._build(tokens)
-                with self._lock:
-                    if epoch == self._epoch:
-                        self._indexes = built
-                        self._frozen = {n: {} for n in SIZES}
-                        break
-                    epoch, tokens = self._freeze()  # a compaction moved every position: again
-        except Exception:  # never let a build take the process down; the dicts still serve
-            log.exception("palimpsest index build failed")
-            return
-        self._publish()
-
     def wait_for_index(self, timeout: float = 60.0) -> None:
         """Until the build under way (if any) is swapped in (tests, benches)."""
-        builder = self._builder
-        if builder is not None:
-            builder.join(timeout)
+        self._index.wait(timeout)
 
     def _compact(self) -> None:
         """The live records into a new array, without the evicted ones' separators; every
@@ -289,11 +198,7 @@ class Palimpsest:
         self._size = size
         self._starts, self._owners = starts, owners
         self._dead_tokens = 0
-        self._epoch += 1
-        self._recent = {n: {} for n in SIZES}
-        self._frozen = {n: {} for n in SIZES}
-        self._indexes = {n: NgramIndex(n) for n in SIZES}
-        self._start_build()
+        self._index.reset()
 
     # -- disk --------------------------------------------------------------------------------
 
@@ -320,20 +225,15 @@ class Palimpsest:
                 read += self._read(seg)
             self._evict()
             if read > _BULK_TOKENS or (read and not background):
-                self._start_build(background)
+                self._index.build(background)
         self._publish()
 
     def _read(self, seg: _Segment) -> int:
         """Tokens read."""
         try:
-            with open(seg.path, "rb") as f:  # NOTE: only what was added since the last read
-                f.seek(seg.offset)
-                data = f.read()
-                seg.last_used = max(seg.last_used, os.fstat(f.fileno()).st_mtime)
+            records, consumed, modified = read_segment(seg.path, seg.offset)
         except OSError:
             return 0
-        try:
-            records, consumed = read_records(data, 0)
         except CorruptSegment as exc:
             self.num_set_aside += 1
             log.warning("palimpsest file set aside", path=str(seg.path), reason=str(exc))
@@ -341,6 +241,7 @@ class Palimpsest:
                 seg.path.rename(seg.path.with_suffix(".bad"))
             self._drop(seg.path.name)
             return 0
+        seg.last_used = max(seg.last_used, modified)
         seg.offset += consumed
         count = sum(r.size for r in records)
         bulk = count > _BULK_TOKENS
@@ -398,8 +299,4 @@ class Palimpsest:
     def resident_bytes(self) -> int:
         """What the archive holds in memory now: the token array (its room to grow too), the
         indexes, the recent dicts, the record table."""
-        indexes = sum(16 * i.size for i in self._indexes.values())  # hash u64, position i64
-        entries = sum(len(d) for d in (*self._recent.values(), *self._frozen.values()))
-        return (
-            self._buffer.nbytes + indexes + entries * _RECENT_ENTRY_BYTES + len(self._starts) * 16
-        )
+        return self._buffer.nbytes + self._index.resident_bytes + len(self._starts) * 16

@@ -1,4 +1,5 @@
-"""The Palimpsest's files: the record format, and what `reame palimpsest` reads and removes.
+"""The Palimpsest's files: the record format, a segment's appends and reads, and what
+`reame palimpsest` reads and removes.
 
 A segment file is a run of records: b"PALR", token count (u32), crc32 of the tokens (u32), the
 tokens (i32). A short tail (a record still being written, or cut by a kill) is left for later;
@@ -8,13 +9,18 @@ a bad magic or checksum is a CorruptSegment.
 from __future__ import annotations
 
 import contextlib
+import os
 import struct
+import time
+import uuid
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from reame.cache.private_files import open_append
 
 _HEAD = struct.Struct("<4sII")
 _MAGIC = b"PALR"
@@ -46,6 +52,39 @@ def read_records(data: bytes, offset: int) -> tuple[list[np.ndarray], int]:
         out.append(np.frombuffer(payload, dtype="<i4").astype(np.int32))
         offset = end
     return out, offset
+
+
+# -- one segment file (the Palimpsest's own reads and writes) ----------------------------------
+
+
+def segment_name() -> str:
+    """A new segment file's name, its writer's alone (so processes never write the same file)."""
+    return f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.pal"
+
+
+def append_record(path: Path, tokens: Sequence[int]) -> int:
+    """Append one record in one write() call (a kill leaves at most a short tail); the bytes
+    written. Raises OSError, a short write too."""
+    data = encode_record(tokens)
+    fd = open_append(path)
+    try:
+        written = os.write(fd, data)
+    finally:
+        os.close(fd)
+    if written != len(data):
+        raise OSError(f"short write: {written} of {len(data)} bytes")
+    return len(data)
+
+
+def read_segment(path: Path, offset: int) -> tuple[list[np.ndarray], int, float]:
+    """The whole records after byte `offset`, the bytes they take and the file's mtime. Raises
+    OSError, and CorruptSegment for a bad magic or checksum."""
+    with open(path, "rb") as f:  # NOTE: only what was added since the last read
+        f.seek(offset)
+        data = f.read()
+        modified = os.fstat(f.fileno()).st_mtime
+    records, consumed = read_records(data, 0)
+    return records, consumed, modified
 
 
 # -- maintenance (the `reame palimpsest` command) -----------------------------------------------

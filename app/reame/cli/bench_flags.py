@@ -1,0 +1,116 @@
+"""`reame bench`'s flags, every bench family's, in the groups and order `--help` lists them.
+
+NOTE: one module, not one per family: the help groups cut across the families (--structure and
+--conclave, run in process, are listed among the prefix cache workloads).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from reame.bench import structured_cli
+from reame.cli.common import add_settings_flags
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    add_settings_flags(p, with_spec_mode=False)
+    p.add_argument(
+        "--synthetic",
+        metavar="SHAPE",
+        help="build (once) and bench a random-weight GGUF with a real model's shapes: "
+        "qwen2.5-1.5b, qwen2.5-7b, olmoe-1b-7b",
+    )
+    p.add_argument("--runs", type=int, default=3, help="repetitions; medians are reported")
+    p.add_argument("--prompt-tokens", type=int, default=512, help="prompt length for prefill")
+    p.add_argument("--max-tokens", type=int, default=128, help="tokens generated per request")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    h = p.add_argument_group("servers (OpenAI-compatible: a running Reame, llama-server, Ollama)")
+    h.add_argument(
+        "--url",
+        action="append",
+        default=[],
+        help="bench this server instead of the plain loop; repeat to compare servers side by side, "
+        "with ratios against the first; they should serve the same model, threads and slots",
+    )
+    h.add_argument("--api-key", metavar="KEY", help="bearer token sent to every --url")
+    h.add_argument(
+        "--seed",
+        type=int,
+        help="prompt seed, to send the prompts of an earlier run again (default: new prompts, "
+        "so that no server's prompt cache has seen them)",
+    )
+    h.add_argument(
+        "--name",
+        action="append",
+        default=[],
+        help="a name for each --url, in order (default: its host:port)",
+    )
+    h.add_argument(
+        "--in-process",
+        action="store_true",
+        help="with --url: also run the workloads on Reame's engine in this process (model and "
+        "settings as given here), as the first target, so the ratios read HTTP over in-process",
+    )
+    c = p.add_argument_group("prefix cache workloads")
+    c.add_argument(
+        "--prefix",
+        action="store_true",
+        help="time to first token behind a shared 1.5k-word system prompt (cold, warm, after a "
+        "restart), per turn of a conversation, and against the share of a 2k-word prefix; "
+        "in process (Reame restarted on its own cache directory) and/or against --url servers",
+    )
+    c.add_argument(
+        "--spec",
+        action="store_true",
+        help="decode speed with speculation off, on and auto: repeated and reworded requests "
+        "(also after a restart), adversarial ones, 4 concurrent streams; in process (on an "
+        "archive of its own) and/or against --url servers",
+    )
+    c.add_argument(
+        "--structure",
+        action="store_true",
+        help="decode speed with Il Suggeritore on and off (and no speculation) on fresh lists, "
+        "tables, JSON arrays and prose; greedy outputs compared; in process",
+    )
+    c.add_argument(
+        "--completions",
+        action="store_true",
+        help="with --spec: text completions instead of chats (for a base model such as "
+        "gemma3-270m, which has no chat template)",
+    )
+    c.add_argument(
+        "--conclave",
+        action="store_true",
+        help="a quiz: one greedy answer, 5 sampled answers in turn, and a Conclave of 5 (with "
+        "and without its early stop): wall time, tokens and accuracy; in process",
+    )
+    c.add_argument(
+        "--after-restart",
+        action="store_true",
+        help="with --prefix --url: the servers were just restarted; time their first request",
+    )
+    ld = p.add_argument_group(
+        "load and soak: a real `reame serve` started on 127.0.0.1, or one --url on this machine"
+    )
+    ld.add_argument(
+        "--load",
+        action="store_true",
+        help="many clients at once (a seeded mix of chats, streams, dropped streams, Conclaves, "
+        "sessions, oversize and malformed requests): statuses, latency, 5xx, 429s with "
+        "Retry-After, slots freed after; exits 1 when a check fails",
+    )
+    ld.add_argument(
+        "--soak",
+        action="store_true",
+        help="a few clients with think time for --minutes, sampling the server's RSS, file "
+        "descriptors, threads and store sizes into a CSV and a PNG; exits 1 on any 5xx",
+    )
+    ld.add_argument("--clients", type=int, help="concurrent clients (default 64; --soak 4)")
+    ld.add_argument("--requests", type=int, default=2000, help="--load: requests at most")
+    ld.add_argument("--seconds", type=float, default=90.0, help="--load: seconds at most")
+    ld.add_argument("--max-waiting", type=int, default=8, help="the started server's queue")
+    ld.add_argument("--minutes", type=float, default=30.0, help="--soak: how long")
+    ld.add_argument("--interval", type=float, default=60.0, help="--soak: seconds a sample")
+    ld.add_argument("--out", type=Path, help="--soak: where soak.csv and soak.png go")
+    structured_cli.add_flags(p)
