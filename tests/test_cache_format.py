@@ -299,7 +299,7 @@ def test_group_of_counts_whole_blocks() -> None:
 
 
 # -- snapshot points ---------------------------------------------------------------------------
-# (the contract of PrefixCache.snapshot_points: the first and last marks and the whole prompt,
+# (the contract of SnapshotPolicy.points: the first and last marks and the whole prompt,
 # each at least a block past `base`; then stride points, each at least min_tokens past `base`;
 # none below min_tokens, none within a block of another, at most max_snapshots)
 
@@ -326,50 +326,50 @@ def cache() -> Iterator[PrefixCache]:
 
 
 def test_a_prompt_without_marks_is_snapshotted_whole(cache: PrefixCache) -> None:
-    assert cache.snapshot_points(100, []) == (100,)
-    assert cache.snapshot_points(MIN_TOKENS, []) == (MIN_TOKENS,)
+    assert cache.policy.points(100, []) == (100,)
+    assert cache.policy.points(MIN_TOKENS, []) == (MIN_TOKENS,)
 
 
 def test_a_prompt_shorter_than_min_tokens_gets_no_snapshot(cache: PrefixCache) -> None:
-    assert cache.snapshot_points(MIN_TOKENS - 1, [10, 20, 40]) == ()
-    assert cache.snapshot_points(0, []) == ()
+    assert cache.policy.points(MIN_TOKENS - 1, [10, 20, 40]) == ()
+    assert cache.policy.points(0, []) == ()
 
 
 def test_the_first_and_last_marks_are_kept_and_the_ones_between_are_not(
     cache: PrefixCache,
 ) -> None:
-    assert cache.snapshot_points(450, [100, 200, 300, 400]) == (100, 400, 450)
+    assert cache.policy.points(450, [100, 200, 300, 400]) == (100, 400, 450)
 
 
 def test_marks_below_min_tokens_or_not_inside_the_prompt_are_ignored(cache: PrefixCache) -> None:
-    assert cache.snapshot_points(300, [5, 63, 64, 300, 301]) == (64, 300)
+    assert cache.policy.points(300, [5, 63, 64, 300, 301]) == (64, 300)
 
 
 def test_long_prompts_get_stride_points_from_the_longest_down(cache: PrefixCache) -> None:
-    assert cache.snapshot_points(1600, []) == (512, 1024, 1536, 1600)
-    assert cache.snapshot_points(1536, []) == (512, 1024, 1536)
-    assert cache.snapshot_points(5000, []) == (3584, 4096, 4608, 5000)
+    assert cache.policy.points(1600, []) == (512, 1024, 1536, 1600)
+    assert cache.policy.points(1536, []) == (512, 1024, 1536)
+    assert cache.policy.points(5000, []) == (3584, 4096, 4608, 5000)
 
 
 def test_at_most_max_snapshots_with_the_marks_and_the_whole_prompt_first(
     cache: PrefixCache,
 ) -> None:
-    assert cache.snapshot_points(5000, [100, 700, 2000, 4000]) == (100, 4000, 4608, 5000)
+    assert cache.policy.points(5000, [100, 700, 2000, 4000]) == (100, 4000, 4608, 5000)
 
 
 def test_no_two_points_are_within_a_block(cache: PrefixCache) -> None:
-    assert cache.snapshot_points(450, [100, 120, 430]) == (100, 430)
-    assert cache.snapshot_points(1040, [1030]) == (512, 1030)
+    assert cache.policy.points(450, [100, 120, 430]) == (100, 430)
+    assert cache.policy.points(1040, [1030]) == (512, 1030)
 
 
 def test_points_are_past_the_restored_base(cache: PrefixCache) -> None:
     # marks and the whole prompt: a block past it
-    assert cache.snapshot_points(1100, [1010, 1031, 1032, 1070], base=1000) == (1032, 1070)
-    assert cache.snapshot_points(1100, [1010], base=1000) == (1100,)
-    assert cache.snapshot_points(1031, [], base=1000) == ()
+    assert cache.policy.points(1100, [1010, 1031, 1032, 1070], base=1000) == (1032, 1070)
+    assert cache.policy.points(1100, [1010], base=1000) == (1100,)
+    assert cache.policy.points(1031, [], base=1000) == ()
     # stride points: min_tokens past it (1024 is not, 1536 and 2048 are)
-    assert cache.snapshot_points(2100, [1500], base=1000) == (1500, 1536, 2048, 2100)
-    assert cache.snapshot_points(1200, [], base=1000) == (1200,)
+    assert cache.policy.points(2100, [1500], base=1000) == (1500, 1536, 2048, 2100)
+    assert cache.policy.points(1200, [], base=1000) == (1200,)
 
 
 @settings(max_examples=300, deadline=None)
@@ -379,7 +379,7 @@ def test_points_are_past_the_restored_base(cache: PrefixCache) -> None:
     base=st.integers(0, 20_000),
 )
 def test_snapshot_points_invariants(num_tokens: int, marks: list[int], base: int) -> None:
-    points = points_cache().snapshot_points(num_tokens, marks, base)
+    points = points_cache().policy.points(num_tokens, marks, base)
     near = max(base + BLOCK_TOKENS, MIN_TOKENS)
     assert list(points) == sorted(set(points))
     assert len(points) <= MAX_SNAPSHOTS

@@ -23,6 +23,7 @@ from reame.engine.request import GenerationRequest
 from reame.runtime import Runtime
 from reame.service import Job
 from server_process import ServerProcess
+from step_sizes import steps_with_more_than
 from test_cli import assert_one_line_error, reame
 
 pytestmark = pytest.mark.model
@@ -114,6 +115,7 @@ def test_a_group_larger_than_the_sequences_computes_its_prompt_once(smollm2_path
         prompt = chat(small, CATS)
         params = small.service.sampling(temperature=0.8, seed=40, max_tokens=24)
         computed = counter(metrics.PROMPT_TOKENS_COMPUTED)
+        wide = steps_with_more_than(2)
         verdict = convened(small, Job(prompt, params), 7, "line", early_stop=False)
         assert counter(metrics.PROMPT_TOKENS_COMPUTED) - computed == len(prompt)
         alone = [
@@ -122,7 +124,7 @@ def test_a_group_larger_than_the_sequences_computes_its_prompt_once(smollm2_path
         ]
         assert [c.text for c in verdict.candidates] == alone
         assert verdict.tally.num_in == 7
-        assert small.engine.max_sequences_in_step <= 2
+        assert steps_with_more_than(2) == wide
 
 
 def test_an_aborted_waiting_candidate_frees_its_place(smollm2_path: Path) -> None:
@@ -141,7 +143,7 @@ def test_an_aborted_waiting_candidate_frees_its_place(smollm2_path: Path) -> Non
             time.sleep(0.02)
         assert events[3][-1].reason == "abort"
         assert all(events[k][-1].reason in ("stop", "length") for k in range(3))
-        assert small.engine.has_room(small.engine._max_in_flight)  # every place given back
+        assert small.engine.num_free_places == small.engine._max_in_flight  # all given back
 
 
 # -- over HTTP ---------------------------------------------------------------------------------

@@ -81,13 +81,13 @@ def submit(engine: Engine, prompt: list[int], params: SamplingParams) -> Run:
 def test_more_requests_than_sequences_wait_and_each_writes_its_own_tokens(
     engine_and_context: tuple[Engine, FakeContext],
 ) -> None:
-    engine, _ = engine_and_context
+    engine, context = engine_and_context
     prompts = [[5 + i, 9, 11 + i] for i in range(5)]
     runs = [submit(engine, p, greedy(12)) for p in prompts]
     for prompt, run in zip(prompts, runs, strict=True):
         assert run.finish.reason == "length"
         assert run.wait() == reference(prompt, 12)
-    assert engine.max_sequences_in_step == 2  # two sequences, never more in a step
+    assert max(len({seq for seq, _, _ in b}) for b in context.batches) == 2  # never more
 
 
 def test_a_prompt_longer_than_the_budget_is_computed_in_chunks(
@@ -117,7 +117,7 @@ def test_an_abort_ends_a_running_and_a_waiting_request_and_frees_their_places() 
     assert runs[0].tokens == reference(requests[0].prompt, 200)[: len(runs[0].tokens)]
     assert runs[1].finish.reason == "length"
     assert runs[1].wait() == reference(requests[1].prompt, 200)
-    assert engine.has_room(engine._max_in_flight)  # every place given back
+    assert engine.num_free_places == engine._max_in_flight  # every place given back
     assert engine.close()
 
 

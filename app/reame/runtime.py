@@ -10,6 +10,7 @@ import structlog
 from reame.autotune import Tuned, available_memory, tune, usable_cores
 from reame.cache.fingerprint import cache_fingerprint
 from reame.cache.prefix_cache import CacheConfig, PrefixCache
+from reame.cache.prefix_reuse import PrefixReuse
 from reame.config import Settings
 from reame.engine.engine import Engine
 from reame.engine.request import FinishEvent, GenerationRequest
@@ -18,6 +19,7 @@ from reame.llama import Context, ContextShape, Model, set_llama_log_level
 from reame.models.gguf_facts import ModelFacts
 from reame.models.resolve import resolve_model
 from reame.service import Service
+from reame.sessions import SessionStore
 from reame.spec.controller import SpecController
 from reame.spec.model_drafter import DraftModel
 from reame.spec.palimpsest import Palimpsest
@@ -147,12 +149,16 @@ class Runtime:
             self.model.close()
             raise
         self.cache = prefix_cache(settings, self.model_path, self.context.kv_layout)
+        sessions = SessionStore(
+            settings.max_sessions, settings.session_memory_mb << 20, settings.session_idle_seconds
+        )
+        reuse = PrefixReuse(self.cache, sessions)
         self.engine = Engine(
             self.model,
             self.context,
             self.tuned.context_length,
             settings.max_waiting,
-            on_snapshot=self.cache.offer if self.cache else None,
+            on_snapshot=reuse.insert if self.cache else None,
             speculation=self.speculation,
             max_wait_seconds=settings.max_wait_seconds,
             forced_runs=settings.forced_runs,
@@ -165,7 +171,7 @@ class Runtime:
             self.model,
             self.engine,
             sampling_defaults(settings),
-            self.cache,
+            reuse,
             settings.stream_interval_ms / 1000,
             Grammars(
                 self.model.vocab_handle, self.model.vocab_size, self.model.end_of_generation_ids()

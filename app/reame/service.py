@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
-import time
 import weakref
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,20 +18,19 @@ import structlog
 from pydantic import ValidationError
 
 from reame import metrics
-from reame.cache.keys import BLOCK_TOKENS
-from reame.cache.prefix_cache import PrefixCache
+from reame.cache.prefix_reuse import PrefixReuse, SessionKey
 from reame.chat_template import ChatTemplate, require_template
 from reame.engine.engine import Engine
 from reame.engine.request import (
     Event,
     FinishEvent,
     GenerationRequest,
-    SavedState,
     common_length,
 )
 from reame.errors import InvalidRequestError
 from reame.grammar import Grammar, Grammars, GrammarSpec
 from reame.llama import Model
+from reame.loop_inbox import ChoiceEvent, LoopInbox
 from reame.sampling import SamplingParams
 from reame.segment_tokenizer import SegmentTokenizer, marker_candidates
 
@@ -46,66 +43,10 @@ class Job:
 
     prompt: list[int]
     params: SamplingParams
-    prefix: SavedState | None = None
-    keep_state: bool = False
+    session: SessionKey | None = None  # its state goes on from, and is kept for, this session
     marks: tuple[int, ...] = ()  # prompt lengths at message ends: where snapshots pay most
     scope: str = ""  # whose prefixes it reuses and adds to (GenerationRequest.scope)
     grammar: Grammar | None = None  # what its output must match
-
-
-@dataclass(slots=True, frozen=True)
-class ChoiceEvent:
-    index: int
-    event: Event
-
-
-class _LoopInbox:
-    """Hands engine events to one event loop with at most one wake-up pending. The engine
-    emits a step's events, then calls `wake` as it enters the next llama_decode (a wake-up
-    per token, or one while the engine still needs the GIL, costs the decode threads time on
-    a 2-core machine). Tokens are gathered for `interval` seconds between wake-ups; a
-    stream's first token and every finish go out at once."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
-        self._loop, self._interval = loop, interval
-        self._items: deque[tuple[asyncio.Queue[ChoiceEvent], ChoiceEvent]] = deque()
-        self._is_scheduled = False
-        self._is_urgent = False
-        self._last_wake = 0.0
-
-    def sink(self, events: asyncio.Queue[ChoiceEvent], index: int) -> Callable[[Event], None]:
-        is_first = True
-
-        def put(event: Event) -> None:  # on the engine thread
-            nonlocal is_first
-            if is_first or isinstance(event, FinishEvent):
-                self._is_urgent, is_first = True, False
-            self._items.append((events, ChoiceEvent(index, event)))
-
-        return put
-
-    def wake(self) -> None:  # on the engine thread
-        if not self._items or self._is_scheduled:
-            return
-        now = time.perf_counter()
-        if not self._is_urgent and now - self._last_wake < self._interval:
-            return
-        self._is_urgent, self._is_scheduled, self._last_wake = False, True, now
-        try:
-            self._loop.call_soon_threadsafe(self._deliver)
-        except RuntimeError:  # the loop is closed: nobody is left to read these
-            self._items.clear()
-
-    def _deliver(self) -> None:  # on the loop; NOTE: clear the flag first, then drain
-        self._is_scheduled = False
-        while self._items:
-            events, choice = self._items.popleft()
-            events.put_nowait(choice)
-
-
-def _reach(prefix: SavedState | None, prompt: list[int]) -> int:
-    """How much of the prompt a state would restore."""
-    return prefix.common_length(prompt) if prefix is not None else 0
 
 
 def build_sampling(defaults: Mapping[str, Any], **options: Any) -> SamplingParams:
@@ -125,16 +66,18 @@ class Service:
         model: Model,
         engine: Engine,
         defaults: Mapping[str, Any],
-        cache: PrefixCache | None = None,
+        reuse: PrefixReuse,
         stream_interval: float = 0.0,
         grammars: Grammars | None = None,
     ) -> None:
-        self.model, self.engine, self.cache = model, engine, cache
+        self.model, self.engine, self.reuse = model, engine, reuse
+        self.cache = reuse.cache  # None: the prefix cache is off
+        self.sessions = reuse.sessions
         self.grammars = grammars
         self._stream_interval = stream_interval
         self._defaults = dict(defaults)
         self._chat: tuple[ChatTemplate, SegmentTokenizer] | None = None
-        self._inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopInbox] = (
+        self._inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopInbox] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -202,51 +145,42 @@ class Service:
         return self._chat
 
     def request(self, job: Job, take_snapshots: bool = True) -> GenerationRequest:
-        """The engine request of a job: with the longest prefix state known (the job's own, a
-        session's, or the prefix cache's) and where to snapshot the prompt. May read the disk:
-        call it off the event loop."""
-        prefix, points = job.prefix, ()
-        if self.cache is not None:
-            started = time.perf_counter()
-            hit = self.cache.lookup(job.prompt, job.scope)
-            log.debug(
-                "prefix cache lookup",
-                source=hit.source if hit else "miss",
-                tokens=len(hit.state.tokens) if hit else 0,
-                ms=round(1000 * (time.perf_counter() - started), 1),
-            )
-            if hit is not None and _reach(hit.state, job.prompt) > _reach(prefix, job.prompt):
-                prefix = hit.state
-            if take_snapshots:
-                base = _reach(prefix, job.prompt)
-                wanted = self.cache.snapshot_points(len(job.prompt), list(job.marks), base)
-                points = tuple(p for p in wanted if not self.cache.holds(job.prompt, p, job.scope))
-        # NOTE: with a cache, every answer's final state is kept too (when it adds a block): the
-        # next turn of the conversation starts with this prompt and this answer. A session keeps
-        # its state whatever it adds.
+        """The engine request of a job, with what it reuses and keeps (PrefixReuse.plan). May
+        read the disk: call it off the event loop."""
+        reuse = self.reuse.plan(job.prompt, job.scope, job.session, job.marks, take_snapshots)
         return GenerationRequest(
             job.prompt,
             job.params,
-            prefix=prefix,
-            keep_state=job.keep_state or (self.cache is not None and take_snapshots),
-            keep_state_min_new=0 if job.keep_state else BLOCK_TOKENS,
-            snapshot_at=points,
+            prefix=reuse.prefix,
+            keep_state=reuse.keep_state,
+            keep_state_min_new=reuse.keep_state_min_new,
+            snapshot_at=reuse.snapshot_at,
             scope=job.scope,
             grammar=job.grammar,
         )
 
-    def finished(self, event: FinishEvent, scope: str = "") -> None:
-        """Book what the prefix cache saved, and keep a conversation's state for later turns
-        (and restarts)."""
-        if self.cache is None:
-            return
-        self.cache.count_tokens(event.num_cached_tokens, event.num_prompt_tokens)
-        state = event.state
-        if state is not None and len(state.tokens) >= event.num_cached_tokens + BLOCK_TOKENS:
-            self.cache.offer(state, scope)
+    def finished(self, event: FinishEvent, job: Job | None = None) -> None:
+        """Book what reuse saved; keep the final state for later turns (and restarts)."""
+        self.reuse.finished(event, job.scope if job else "", job.session if job else None)
 
     def text_prompt(self, text: str) -> list[int]:
         return self.model.tokenize(text)
+
+    def token_text(self, token: int) -> str:
+        """A token's own text (a partial UTF-8 character shows as U+FFFD), for logprobs."""
+        return self.model.piece(token).decode("utf-8", "replace")
+
+    @property
+    def failure(self) -> str | None:
+        """Why nothing can be served (the engine thread died or is not running); None if it
+        can."""
+        if self.engine.failure is not None:
+            return self.engine.failure
+        return None if self.engine.is_alive else "the engine thread is not running"
+
+    def on_failure(self, hook: Callable[[str], None]) -> None:
+        """`hook(reason)` runs (on the engine thread) once nothing more can be served."""
+        self.engine.on_death(hook)
 
     def stream(
         self, prompt: list[int], params: SamplingParams, grammar: Grammar | None = None
@@ -284,7 +218,7 @@ class Service:
         loop = asyncio.get_running_loop()
         inbox = self._inboxes.get(loop)
         if inbox is None:
-            inbox = self._inboxes[loop] = _LoopInbox(loop, self._stream_interval)
+            inbox = self._inboxes[loop] = LoopInbox(loop, self._stream_interval)
             self.engine.add_wake_hook(inbox.wake)
         events: asyncio.Queue[ChoiceEvent] = asyncio.Queue()
         running: dict[int, GenerationRequest] = {}
@@ -295,11 +229,9 @@ class Service:
             sinks = [inbox.sink(events, index) for index in range(len(requests))]
             if shared_prompt:
                 self.engine.submit_group(requests, sinks)
-                running.update(enumerate(requests))
             else:
-                for index, request in enumerate(requests):
-                    self.engine.submit(request, sinks[index])
-                    running[index] = request
+                self.engine.submit_all(requests, sinks)
+            running.update(enumerate(requests))
             yield []
             while running:
                 batch = [await events.get()]
@@ -308,7 +240,7 @@ class Service:
                 for choice in batch:
                     if isinstance(choice.event, FinishEvent):
                         running.pop(choice.index)
-                        self.finished(choice.event, jobs[choice.index].scope)
+                        self.finished(choice.event, jobs[choice.index])
                 yield batch
         finally:
             for request in running.values():

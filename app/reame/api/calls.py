@@ -1,6 +1,7 @@
 """One OpenAI call (chat or completion, streamed or not) from a validated body to its response.
 
-No HTTP here: the server hands in a body and writes out what comes back.
+No HTTP here: the server hands in a body and writes out what comes back. About 340 lines: the
+response and the SSE frames are two readings of the same choices, kept beside each other.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from reame import metrics
 from reame.api import openai_format as fmt
 from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
-from reame.api.served import Served, num_prompts
+from reame.api.served import Served
 from reame.api.sse import DONE, frame
 from reame.api.structured import is_json, requested_grammar
 from reame.api.tool_use import ToolUse, delta_of
+from reame.cache.prefix_reuse import SessionKey
 from reame.conclave.convene import Verdict, convene, open_conclave
-from reame.engine.request import Finish, FinishEvent, SavedState, TokenEvent
-from reame.errors import EngineBusyError, InvalidRequestError
+from reame.engine.request import Finish, FinishEvent, TokenEvent
+from reame.errors import InvalidRequestError
 from reame.grammar import Grammar
-from reame.service import ChoiceEvent, Job
+from reame.loop_inbox import ChoiceEvent
+from reame.service import Job
 from reame.tools.stream import ToolStream
 
 FAILED = (Finish.ERROR, Finish.ABORT, Finish.BUSY)  # an answer that is not whole
@@ -65,10 +68,7 @@ class Call:
         self.created = int(time.time())
         self.started = time.perf_counter()
         self.session_id, self.owner = session_id, owner
-        num_jobs = body.n * num_prompts(body)
-        if not served.runtime.engine.has_room(self.best_of if self.best_of > 1 else num_jobs):
-            raise EngineBusyError("every sequence and waiting place is taken; retry shortly")
-        self.params = served.runtime.service.sampling(**body.sampling_options())
+        self.params = served.service.sampling(**body.sampling_options())
         self.with_logprobs = self.params.logprobs
         self.jobs: list[Job] = []
         self.choices: list[fmt.Choice] = []
@@ -80,14 +80,10 @@ class Call:
 
     async def start(self) -> None:
         """Build the jobs off the loop (a template rendered over a large body, its tokens, the
-        checks the engine makes) and submit them."""
-        prefix = None
-        if self.session_id is not None:
-            session = self.served.sessions.get(self.session_id, self.owner)
-            prefix = session.state if session else None
-        self.jobs = await asyncio.to_thread(self._make_jobs, prefix)
+        prefix lookup) and submit them; the engine's checks and its room refuse them there."""
+        self.jobs = await asyncio.to_thread(self._make_jobs)
         self.choices = [fmt.Choice(i) for i in range(len(self.jobs))]
-        service = self.served.runtime.service
+        service = self.served.service
         if self.best_of > 1:
             self._stream = open_conclave(service, self.jobs[0], self.best_of)
         else:
@@ -102,9 +98,9 @@ class Call:
         if self._stream is not None:
             await self._stream.aclose()
 
-    def _make_jobs(self, prefix: SavedState | None) -> list[Job]:
+    def _make_jobs(self) -> list[Job]:
         body, params = self.body, self.params
-        service = self.served.runtime.service
+        service = self.served.service
         marks: tuple[int, ...] = ()
         grammar = None
         try:
@@ -126,27 +122,21 @@ class Call:
         except InvalidRequestError as exc:
             raise ApiError(400, str(exc), exc.param, exc.code) from exc
         jobs = []
+        session = SessionKey(self.owner, self.session_id) if self.session_id is not None else None
         for prompt in prompts:
             for k in range(body.n):
                 seed = params.seed + k if params.seed is not None else None
-                first = k == 0 and prompt is prompts[0] and self.session_id is not None
+                first = k == 0 and prompt is prompts[0]
                 jobs.append(
                     Job(
                         prompt,
                         params.model_copy(update={"seed": seed}),
-                        prefix if first else None,
-                        keep_state=first,
+                        session=session if first else None,
                         marks=marks,
                         scope=self.owner if self.served.is_scoped_per_key else "",
                         grammar=grammar,
                     )
                 )
-        engine = self.served.runtime.engine
-        for job in jobs:
-            try:
-                engine.check(job.prompt, job.params)
-            except InvalidRequestError as exc:
-                raise ApiError(400, str(exc), exc.param, exc.code) from exc
         return jobs
 
     def _tool_grammar(self, grammar: Grammar | None) -> Grammar | None:
@@ -164,10 +154,10 @@ class Call:
                 "response_format",
                 "invalid_value",
             )
-        return self.served.runtime.service.grammar(spec, kind="tools")
+        return self.served.service.grammar(spec, kind="tools")
 
     def _piece(self, token: int) -> str:
-        return self.served.runtime.model.piece(token).decode("utf-8", "replace")
+        return self.served.service.token_text(token)
 
     def _totals(self) -> dict[str, object]:
         """Each prompt counts once, however many choices it has (as OpenAI counts it); a
@@ -215,14 +205,12 @@ class Call:
         if index % self.body.n == 0:
             metrics.PROMPT_TOKENS.inc(event.num_prompt_tokens)
             metrics.CACHED_PROMPT_TOKENS.inc(event.num_cached_tokens)
-        if event.state is not None and self.session_id is not None:
-            self.served.sessions.save(self.session_id, event.state, self.owner)
 
     async def _convene(self) -> None:
         """Run the Conclave and make its winner choice 0."""
         try:
             verdict = await convene(
-                self.served.runtime.service,
+                self.served.service,
                 self.jobs[0],
                 self.best_of,
                 self.vote_rule,

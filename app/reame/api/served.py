@@ -10,8 +10,7 @@ from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.conclave.answers import RULES
 from reame.engine.request import Finish, FinishEvent
-from reame.runtime import Runtime
-from reame.sessions import SessionStore
+from reame.service import Service
 
 
 def num_prompts(body: ChatRequest | CompletionRequest) -> int:
@@ -20,10 +19,9 @@ def num_prompts(body: ChatRequest | CompletionRequest) -> int:
 
 @dataclass(slots=True)
 class Served:
-    """What a call needs of the server: the runtime, the sessions, the model's names."""
+    """What a call needs of the server: the service, the sessions, the model's names."""
 
-    runtime: Runtime
-    sessions: SessionStore
+    service: Service
     model_id: str
     model_names: frozenset[str]
     max_n: int
@@ -41,8 +39,8 @@ class Served:
         if finish.reason == Finish.BUSY:
             message = finish.error or "no sequence came free in time; retry shortly"
             return ApiError(429, message, code="server_busy", headers={"retry-after": "1"})
-        if self.runtime.engine.failure is not None:
-            return ApiError(503, self.runtime.engine.failure, code="engine_failed")
+        if (failure := self.service.failure) is not None:
+            return ApiError(503, failure, code="engine_failed")
         if finish.reason == Finish.ABORT:
             return ApiError(503, "the server stopped before the answer was complete")
         return ApiError(500, finish.error or "the answer failed; the server log has the details")

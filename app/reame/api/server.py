@@ -1,5 +1,6 @@
 """The HTTP server: OpenAI routes, SSE, sessions, bearer auth, metrics. NOTE: the only module
-that imports sanic; everything it serves is built in calls.py, openai_format.py and schemas.py."""
+that imports sanic, so every route, hook and Sanic error mapping is here (about 400 lines);
+everything it serves is built in calls.py, openai_format.py and schemas.py."""
 
 from __future__ import annotations
 
@@ -43,7 +44,6 @@ from reame.errors import (
 )
 from reame.preflight import state_problem
 from reame.runtime import Runtime
-from reame.sessions import SessionStore
 
 log = structlog.get_logger("reame.api")
 
@@ -86,12 +86,9 @@ def create_app(
     app.config.GRACEFUL_SHUTDOWN_TIMEOUT = settings.drain_seconds
     app.config.RESPONSE_TIMEOUT = NO_RESPONSE_TIMEOUT
     model_id, names = model_names(settings, runtime)
-    sessions = SessionStore(
-        settings.max_sessions, settings.session_memory_mb * 2**20, settings.session_idle_seconds
-    )
+    sessions = runtime.service.sessions
     served = Served(
-        runtime,
-        sessions,
+        runtime.service,
         model_id,
         names,
         settings.max_n,
@@ -117,7 +114,7 @@ def create_app(
         def died(reason: str) -> None:  # on the engine thread
             loop.call_soon_threadsafe(engine_died, reason)
 
-        runtime.engine.on_death(died)
+        runtime.service.on_failure(died)
 
     def engine_died(reason: str) -> None:
         """Say why on /health and /ready, refuse new calls, then exit non-zero: a supervisor
@@ -166,9 +163,7 @@ def create_app(
             observe(request, response.status)
 
     def engine_problem() -> str | None:
-        if state.failure is not None or runtime.engine.failure is not None:
-            return state.failure or runtime.engine.failure
-        return None if runtime.engine.is_alive else "the engine thread is not running"
+        return state.failure or runtime.service.failure
 
     @app.get("/health")
     async def health(_: Request) -> HTTPResponse:

@@ -17,9 +17,10 @@ import structlog
 
 from reame import metrics
 from reame.cache.disk_tier import DiskTier
-from reame.cache.keys import BLOCK_TOKENS, group_chain, group_of, prefix_key
+from reame.cache.keys import group_chain, group_of, prefix_key
 from reame.cache.ram_tier import RamTier
 from reame.cache.snapshot_format import SnapshotError, decode, encode
+from reame.cache.snapshot_policy import SnapshotPolicy
 from reame.engine.request import SavedState
 
 log = structlog.get_logger("reame.cache")
@@ -40,8 +41,8 @@ class CacheConfig:
     disk_bytes: int
     compression_level: int = 1
     min_tokens: int = 64
-    max_snapshots: int = 4
-    stride: int = 512  # long prompts also get a snapshot every `stride` tokens
+    max_snapshots: int = 4  # where snapshots go: SnapshotPolicy
+    stride: int = 512
     queue_size: int = 8
     # and at most this many bytes of states waiting for the writer (a state may be tens of MB; the
     # RAM tier may have let go of a queued one, so the queue alone can hold it in memory)
@@ -55,6 +56,7 @@ class CacheConfig:
 class PrefixCache:
     def __init__(self, config: CacheConfig, fingerprint: str) -> None:
         self.config, self.fingerprint = config, fingerprint
+        self.policy = SnapshotPolicy(config.min_tokens, config.max_snapshots, config.stride)
         self.ram = RamTier(config.ram_bytes)
         self.disk = (
             DiskTier(config.directory, fingerprint, config.disk_bytes)
@@ -152,26 +154,7 @@ class PrefixCache:
             self.disk is not None and self.disk.path(chain[group_of(length)], length, key).exists()
         )
 
-    # -- snapshots --------------------------------------------------------------------------
-
-    def snapshot_points(self, num_tokens: int, marks: list[int], base: int = 0) -> tuple[int, ...]:
-        """Where a prompt's state is worth keeping, best first: the end of its first message (a
-        system prompt), the end of its last earlier turn, the whole prompt, each at least a
-        block past `base` (the prefix the request restores); then every `stride` tokens from the
-        longest down, each at least min_tokens past it. At most max_snapshots, a block apart.
-        (A snapshot costs 20 KB a token of SmolLM2 in memory and on disk: one that saves a few
-        tokens of compute is not worth it.)"""
-        c = self.config
-        near, far = base + BLOCK_TOKENS, base + c.min_tokens
-        inside = sorted({m for m in marks if max(near, c.min_tokens) <= m < num_tokens})
-        ranked = [p for p in (*inside[:1], *inside[-1:], num_tokens) if p >= near]
-        ranked += [p for p in range(c.stride, num_tokens, c.stride)[::-1] if p >= far]
-        chosen: list[int] = []
-        for p in ranked:
-            spaced = all(abs(p - q) >= BLOCK_TOKENS for q in chosen)
-            if p >= c.min_tokens and spaced and len(chosen) < c.max_snapshots:
-                chosen.append(p)
-        return tuple(sorted(chosen))
+    # -- keeping states ---------------------------------------------------------------------
 
     def offer(self, state: SavedState, scope: str = "") -> None:
         """Keep a computed prefix state: in RAM now, on disk soon (dropped if the writer is

@@ -11,7 +11,8 @@ from reame import metrics
 from reame.conclave.answers import extract
 from reame.conclave.vote import Tally
 from reame.engine.request import FinishEvent, TokenEvent
-from reame.service import ChoiceEvent, Job, Service
+from reame.loop_inbox import ChoiceEvent
+from reame.service import Job, Service
 
 
 @dataclass(slots=True)
@@ -68,7 +69,7 @@ def candidate_jobs(job: Job, n: int) -> list[Job]:
         replace(
             job,
             params=job.params.model_copy(update={"seed": seed + k if seed is not None else None}),
-            keep_state=job.keep_state and k == 0,
+            session=job.session if k == 0 else None,
         )
         for k in range(n)
     ]

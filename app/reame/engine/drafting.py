@@ -35,10 +35,10 @@ class Proposal:
 
 
 def add_drafts(spec: Speculation, running: Seq[Sequence], context_length: int) -> None:
-    """Drafts for the decoding sequences that can verify them, as the controller says; they go
-    at the end of each sequence's tokens (and in `drafts`), to be verified in the step."""
+    """Drafts for the decoding sequences that can verify them, as the controller says, in each
+    one's `drafts` (after its tokens, apart from them), to be computed and verified in the step."""
     controller = spec.controller
-    decoding = [s for s in running if len(s.tokens) - s.num_computed == 1]
+    decoding = [s for s in running if s.is_decoding]
     for seq in decoding:
         seq.drafts = []
         if not seq.drafters:
@@ -46,7 +46,6 @@ def add_drafts(spec: Speculation, running: Seq[Sequence], context_length: int) -
         proposal = best_proposal(controller, seq, len(decoding) - 1, context_length)
         if proposal is not None:
             seq.drafts, seq.draft_parts = proposal.tokens, proposal.parts
-            seq.tokens.extend(proposal.tokens)
     spec.publish()
 
 

@@ -1,9 +1,10 @@
-"""One running request inside the engine: its tokens, what of them is in the KV cache, and how
-it picks and renders the next token."""
+"""One request inside the engine: its tokens, what of them is in the KV cache, and how it picks
+and renders the next token."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from reame.detokenize import TextStream
 from reame.engine.request import GenerationRequest, Sink, TokenEvent
@@ -13,16 +14,25 @@ from reame.spec.drafter import Drafter
 from reame.spec.speculation import DraftParts
 
 
+class SeqState(StrEnum):
+    WAITING = "waiting"  # queued for a free sequence
+    FORK_WAITING = "fork_waiting"  # a group's candidate whose prompt is computed, for a sequence
+    RUNNING = "running"  # in a llama sequence (a slot): computing its prompt or decoding
+    FINISHED = "finished"
+
+
 @dataclass(slots=True)
 class Sequence:
     request: GenerationRequest
     sink: Sink
     sampler: Sampler
     text: TextStream
-    tokens: list[int] = field(default_factory=list)
-    slot: int = -1  # llama seq_id while admitted
+    tokens: list[int] = field(default_factory=list)  # the prompt and the tokens taken
+    state: SeqState = SeqState.WAITING
+    slot: int = -1  # llama seq_id while running
     num_computed: int = 0  # tokens[:num_computed] are in the KV cache
     num_cached: int = 0  # prompt tokens restored rather than computed
+    num_forced: int = 0  # of the tokens not yet computed, the last ones a grammar forced
     is_aborted: bool = False
     queued_at: float = 0.0  # time.monotonic() when it was submitted
     snapshots_due: list[int] = field(default_factory=list)  # ascending prompt lengths
@@ -30,7 +40,8 @@ class Sequence:
     # reuse this sequence's KV up to one of them and compute the rest as a cold request would
     chunk_ends: list[int] = field(default_factory=list)
     drafters: dict[str, Drafter] = field(default_factory=dict)  # none: no speculation
-    drafts: list[int] = field(default_factory=list)  # at the end of tokens, for this step
+    # proposed tokens after `tokens`, computed and verified in the next step; never in `tokens`
+    drafts: list[int] = field(default_factory=list)
     draft_parts: DraftParts = ()  # who drafted them
     # the rest of a group sharing this prompt: they start from its KV once it is computed
     forks: list[Sequence] = field(default_factory=list)
@@ -38,17 +49,6 @@ class Sequence:
     # tokens known before its first step (forced by its grammar): given out once that step ran,
     # so that a client's first token still means the prompt was computed; None: none held
     held: list[TokenEvent] | None = None
-
-    def emit(self, event: TokenEvent) -> None:
-        if self.held is None:
-            self.sink(event)
-        else:
-            self.held.append(event)
-
-    def release_held(self) -> None:
-        held, self.held = self.held, None
-        for event in held or ():
-            self.sink(event)
 
     @property
     def next_snapshot(self) -> int:
@@ -63,3 +63,8 @@ class Sequence:
     @property
     def num_generated(self) -> int:
         return len(self.tokens) - self.num_prompt
+
+    @property
+    def is_decoding(self) -> bool:
+        """Its prompt and every token taken but the last are computed: the next step samples."""
+        return len(self.tokens) - self.num_computed == 1

@@ -1,17 +1,17 @@
-"""The engine's sequences (llama seq_ids, "slots"): which are free, and which free ones still
-hold a finished prompt's KV that a request starting alike can go on from. Engine thread only."""
+"""The engine's sequences (llama seq_ids, "slots"): which are free, and the resident tier of
+prefix reuse (cache/prefix_reuse.py): free ones that still hold a finished prompt's KV, which
+a request starting alike goes on from without a copy. Engine thread only."""
 
 from __future__ import annotations
 
+from reame.cache.snapshot_policy import MIN_RESIDENT
+from reame.engine.kv_context import KVContext
 from reame.engine.request import SavedState, common_length
 from reame.engine.sequence import Sequence
-from reame.llama import Context
-
-MIN_REUSE = 32  # tokens of a free slot's KV worth reusing rather than emptying the slot
 
 
 class Slots:
-    def __init__(self, context: Context, keeps_prompts: bool) -> None:
+    def __init__(self, context: KVContext, keeps_prompts: bool) -> None:
         self.context = context
         self._keeps_prompts = keeps_prompts
         self._free = set(range(context.shape.num_sequences))
@@ -46,7 +46,7 @@ class Slots:
             if reuse > best:
                 best_slot, best = slot, reuse
         prefix = seq.request.prefix
-        if best < MIN_REUSE or (prefix is not None and prefix.common_length(prompt) > best):
+        if best < MIN_RESIDENT or (prefix is not None and prefix.common_length(prompt) > best):
             return False
         self._free.remove(best_slot)
         del self._resident[best_slot]
@@ -80,7 +80,7 @@ class Slots:
         """Free a sequence's slot; with `keep_prompt` (and a prefix cache) its prompt's KV stays
         there for a request that starts alike."""
         keep = max(seq.chunk_ends, default=0) if keep_prompt else 0
-        if self._keeps_prompts and keep >= MIN_REUSE and self.context.remove(seq.slot, keep):
+        if self._keeps_prompts and keep >= MIN_RESIDENT and self.context.remove(seq.slot, keep):
             self._resident[seq.slot] = (seq.tokens[:keep], seq.chunk_ends, seq.request.scope)
         else:
             self.context.clear(seq.slot)

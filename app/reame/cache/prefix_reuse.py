@@ -1,0 +1,136 @@
+"""The one interface to what was computed before: match the longest stored prefix of a prompt,
+insert a computed state, pin a session's, evict what is idle; and, by the snapshot policy, what
+of a new request's computation is kept.
+
+The tiers behind it, tried longest first and in this order on a tie:
+- resident: a free llama sequence whose KV still holds a finished prompt (engine/slots.py). Only
+  the engine thread knows what its sequences hold, so it matches there, at admission, against
+  what this interface found: nothing is copied when the resident prefix is at least as long;
+- pinned: a session's state (sessions.py), matched only by requests of that session, kept
+  whatever the cache's LRU does until the session is deleted or idles out (its own budget);
+- host RAM, then disk (cache/prefix_cache.py), shared within a scope.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import structlog
+
+from reame.cache.prefix_cache import PrefixCache
+from reame.cache.snapshot_policy import MIN_NEW_FOR_FINAL, SnapshotPolicy
+from reame.engine.request import FinishEvent, SavedState
+from reame.sessions import SessionStore
+
+log = structlog.get_logger("reame.cache")
+
+
+@dataclass(slots=True, frozen=True)
+class SessionKey:
+    owner: str  # a digest of the bearer key ("" without keys)
+    session_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class Match:
+    state: SavedState
+    tier: str  # "pinned", "ram" or "disk"
+    length: int  # leading tokens it shares with the prompt
+
+
+@dataclass(slots=True, frozen=True)
+class Reuse:
+    """How one request reuses and adds to what is stored (the engine request's fields)."""
+
+    prefix: SavedState | None  # restored instead of computing its common prefix
+    snapshot_at: tuple[int, ...]  # prompt lengths whose states are kept
+    keep_state: bool  # the final state comes back with the finish event...
+    keep_state_min_new: int  # ...if the request computed this many beyond what it restored
+
+
+class PrefixReuse:
+    def __init__(self, cache: PrefixCache | None, sessions: SessionStore) -> None:
+        """`cache`: None when the prefix cache is off (sessions still keep their states)."""
+        self.cache, self.sessions = cache, sessions
+
+    @property
+    def policy(self) -> SnapshotPolicy | None:
+        return self.cache.policy if self.cache is not None else None
+
+    def match(self, tokens: list[int], scope: str, session: SessionKey | None) -> Match | None:
+        """The longest stored prefix of `tokens` that this request may reuse, checked token by
+        token. Mutates recency only (and a disk hit is copied into RAM); may read the disk:
+        call it off the event loop."""
+        best: Match | None = None
+        if session is not None:
+            pinned = self.sessions.get(session.session_id, session.owner)
+            if pinned is not None and pinned.state is not None:
+                length = pinned.state.common_length(tokens)
+                best = Match(pinned.state, "pinned", length) if length else None
+        if self.cache is not None:
+            started = time.perf_counter()
+            hit = self.cache.lookup(tokens, scope)
+            log.debug(
+                "prefix cache lookup",
+                source=hit.source if hit else "miss",
+                tokens=len(hit.state.tokens) if hit else 0,
+                ms=round(1000 * (time.perf_counter() - started), 1),
+            )
+            if hit is not None:
+                length = hit.state.common_length(tokens)
+                if best is None or length > best.length:
+                    best = Match(hit.state, hit.source, length)
+        return best
+
+    def insert(self, state: SavedState, scope: str) -> None:
+        """Keep a computed prefix state for every request of `scope`: in RAM now, on disk soon.
+        Mutates the tiers, which evict their least recently used beyond their budgets. Called
+        on the engine thread (a snapshot)."""
+        if self.cache is not None:
+            self.cache.offer(state, scope)
+
+    def pin(self, session: SessionKey, state: SavedState) -> None:
+        """A session's state after a turn, kept for its next one (replacing the last)."""
+        self.sessions.save(session.session_id, state, session.owner)
+
+    def evict(self) -> int:
+        """Let go of what idled out (sessions); the cache's tiers evict as they fill."""
+        return self.sessions.expire()
+
+    def plan(
+        self,
+        tokens: list[int],
+        scope: str,
+        session: SessionKey | None,
+        marks: tuple[int, ...],
+        take_snapshots: bool,
+    ) -> Reuse:
+        """What a request starts from and keeps: the longest match; snapshots at the policy's
+        points past it (but not of a prefix already stored); its final state, for a session
+        always, else when it adds a block (the next turn starts with this prompt and answer)."""
+        found = self.match(tokens, scope, session)
+        prefix = found.state if found is not None else None
+        points: tuple[int, ...] = ()
+        cache = self.cache
+        if cache is not None and take_snapshots:
+            base = found.length if found is not None else 0
+            wanted = cache.policy.points(len(tokens), list(marks), base)
+            points = tuple(p for p in wanted if not cache.holds(tokens, p, scope))
+        keeps_final = session is not None or (cache is not None and take_snapshots)
+        min_new = 0 if session is not None else MIN_NEW_FOR_FINAL
+        return Reuse(prefix, points, keeps_final, min_new)
+
+    def finished(self, event: FinishEvent, scope: str, session: SessionKey | None) -> None:
+        """Book what reuse saved, and keep the final state: pinned for a session's next turn,
+        and in the cache for any request that starts alike."""
+        if session is not None and event.state is not None:
+            self.pin(session, event.state)
+        if self.cache is None:
+            return
+        self.cache.count_tokens(event.num_cached_tokens, event.num_prompt_tokens)
+        state = event.state
+        if state is not None and SnapshotPolicy.keeps_final(
+            len(state.tokens), event.num_cached_tokens
+        ):
+            self.cache.offer(state, scope)

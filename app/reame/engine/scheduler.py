@@ -1,0 +1,148 @@
+"""Who runs: the waiting queue, the running sequences, the llama sequences (slots) they hold,
+and a group's candidates waiting for one; and what the next step computes (a StepPlan).
+Engine thread only. It never emits an event: what it decides is applied by the update."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from reame.engine.drafting import add_drafts
+from reame.engine.kv_context import KVContext
+from reame.engine.plan import StepPlan, make_plan
+from reame.engine.sequence import SeqState, Sequence
+from reame.engine.slots import Slots
+from reame.spec.speculation import Speculation
+
+
+@dataclass(slots=True, frozen=True)
+class LateFork:
+    """A group's candidate that found no free sequence when its prompt was computed: it starts
+    from the prompt's saved state and the logits after it once a sequence frees up."""
+
+    seq: Sequence
+    state: bytearray
+    logits: np.ndarray
+    num_computed: int
+    chunk_ends: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class Admission:
+    """What one admission decided, for the update to apply."""
+
+    aborted: list[Sequence] = field(default_factory=list)  # end them now
+    too_old: list[Sequence] = field(default_factory=list)  # waited past max_wait: busy
+    admitted: list[Sequence] = field(default_factory=list)  # running from now on
+    late: list[LateFork] = field(default_factory=list)  # given a slot: restore and start
+
+
+class Scheduler:
+    def __init__(
+        self,
+        context: KVContext,
+        context_length: int,
+        keeps_prompts: bool,
+        speculation: Speculation | None = None,
+        max_wait_seconds: float = 0.0,
+    ) -> None:
+        self.context_length = context_length
+        self.budget = context.shape.batch_size
+        self.num_sequences = context.shape.num_sequences
+        self.slots = Slots(context, keeps_prompts)
+        self.waiting: deque[Sequence] = deque()
+        self.late: deque[LateFork] = deque()  # first first
+        self.running: list[Sequence] = []
+        self._spec = speculation
+        self.max_wait = max_wait_seconds
+
+    @property
+    def is_idle(self) -> bool:
+        return not self.running and not self.waiting and not self.late
+
+    def everyone(self) -> list[Sequence]:
+        return [*self.running, *self.waiting, *(late.seq for late in self.late)]
+
+    def add(self, seq: Sequence) -> None:
+        seq.state = SeqState.WAITING
+        self.waiting.append(seq)
+
+    def abort(self, request_id: str) -> Sequence | None:
+        """A waiting request leaves the queue (returned: end it now); a running one, or a
+        group's candidate, is marked and ends at the next admission."""
+        for seq in self.waiting:
+            if seq.request.request_id == request_id:
+                self.waiting.remove(seq)
+                return seq
+        for late in self.late:
+            if late.seq.request.request_id == request_id:
+                self.late.remove(late)
+                return late.seq
+        for seq in [*self.running, *self.waiting]:
+            for one in [seq, *seq.forks]:
+                if one.request.request_id == request_id:
+                    one.is_aborted = True
+        return None
+
+    def admit(self, now: float) -> Admission:
+        """Aborted sequences out, requests that waited too long refused, then free sequences to
+        the candidates waiting for one, then to the queue in order."""
+        out = Admission(aborted=[s for s in self.running if s.is_aborted])
+        for seq in out.aborted:  # NOTE: their sequences are free for this admission already
+            for one in [seq, *seq.forks]:
+                self.release(one, keep_prompt=False)
+        if self.max_wait > 0:
+            out.too_old = [s for s in self.waiting if s.queued_at < now - self.max_wait]
+            for seq in out.too_old:
+                self.waiting.remove(seq)
+        while self.late and self.slots.num_free > 0:
+            late = self.late.popleft()
+            late.seq.slot = self.slots.take_empty()
+            self.start(late.seq)
+            out.late.append(late)
+        # NOTE: every slot owns a full context of KV cells, so a free slot is all it takes (a
+        # group takes one for each of its sequences at once, or every sequence if it is larger:
+        # the rest start from its prompt's state later; the queue waits behind it)
+        while self.waiting and self.slots.num_free >= min(
+            1 + len(self.waiting[0].forks), self.num_sequences
+        ):
+            seq = self.waiting.popleft()
+            self.slots.place(seq)
+            self.start(seq)
+            for fork in seq.forks:
+                if self.slots.num_free:
+                    fork.slot = self.slots.take_empty()
+            out.admitted.append(seq)
+        return out
+
+    def start(self, seq: Sequence) -> None:
+        """A sequence that holds a slot joins the running batch."""
+        seq.state = SeqState.RUNNING
+        self.running.append(seq)
+
+    def wait_for_slot(self, late: LateFork) -> None:
+        late.seq.state = SeqState.FORK_WAITING
+        self.late.append(late)
+
+    def schedule(self) -> StepPlan:
+        """The next step: drafts for the decoding sequences that can verify them, then every
+        running sequence's missing tokens packed into the token budget."""
+        if self._spec is not None:
+            add_drafts(self._spec, self.running, self.context_length)
+        return make_plan(self.running, self.budget)
+
+    def release(self, seq: Sequence, keep_prompt: bool) -> None:
+        """A sequence leaves: its slot is freed (with `keep_prompt`, its prompt's KV stays in
+        it for a request that starts alike)."""
+        if seq.slot >= 0:
+            self.slots.release(seq, keep_prompt)
+        if seq in self.running:
+            self.running.remove(seq)
+        seq.state = SeqState.FINISHED
+
+    def clear(self) -> None:
+        self.running.clear()
+        self.waiting.clear()
+        self.late.clear()

@@ -1,0 +1,272 @@
+"""After a step: the plan and its logits become tokens taken, drafts kept or rolled back, forks
+started, snapshots due and finishes, all as events in an Outbox. Engine thread only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import structlog
+
+from reame.engine.constrained import mask_at, take_forced
+from reame.engine.kv_context import KVContext
+from reame.engine.outbox import Outbox
+from reame.engine.plan import Logits, Part, StepPlan
+from reame.engine.request import Finish, FinishEvent, SavedState, TokenEvent
+from reame.engine.scheduler import Admission, LateFork, Scheduler
+from reame.engine.sequence import Sequence
+from reame.llama import Model
+from reame.sampling import Sampled
+from reame.spec.speculation import Speculation
+
+log = structlog.get_logger("reame.engine")
+
+
+class Update:
+    def __init__(
+        self,
+        model: Model,
+        context: KVContext,
+        scheduler: Scheduler,
+        on_finished: Callable[[], None],
+        speculation: Speculation | None = None,
+        forced_runs: bool = True,
+        takes_snapshots: bool = False,
+    ) -> None:
+        """`on_finished`: called as each request ends, before its finish event goes out.
+        `forced_runs`: the tokens a grammar forces go into one step together (else one a
+        step, as a sampled token would)."""
+        self.model, self.context, self.scheduler = model, context, scheduler
+        self.context_length = scheduler.context_length
+        self._on_finished = on_finished
+        self._spec = speculation
+        self._forced_runs = forced_runs
+        self._takes_snapshots = takes_snapshots
+        self.out = Outbox()
+
+    # -- around a step ----------------------------------------------------------------------
+
+    def admitted(self, admission: Admission) -> None:
+        """Apply what admission decided: ends, late candidates started, forced first runs."""
+        for seq in admission.aborted:
+            self.finish(seq, Finish.ABORT)
+        for seq in admission.too_old:
+            waited = f"waited {self.scheduler.max_wait:g} s for a free sequence; retry shortly"
+            self.finish(seq, Finish.BUSY, error=waited)
+        for late in admission.late:
+            self._start_late(late)
+        for seq in admission.admitted:
+            if seq.constraint is not None and not seq.forks and self._forced_runs:
+                self._force_first(seq)
+
+    def apply(self, plan: StepPlan, logits: Logits) -> None:
+        """The step ran: what it computed is in the KV cache; sample, verify, fork."""
+        for part in plan.parts:
+            seq = part.seq
+            if part.end <= seq.num_prompt:
+                seq.chunk_ends.append(part.end)
+            seq.num_computed = min(part.end, len(seq.tokens))
+            seq.num_forced = min(seq.num_forced, len(seq.tokens) - seq.num_computed)
+            self.out.release_held(seq)
+            if seq.snapshots_due:
+                self._snapshot(seq)
+        for part in plan.parts:
+            if not part.wants_logits:
+                continue
+            seq = part.seq
+            try:
+                if seq.drafts:
+                    self._verify(seq, part, logits)
+                else:
+                    row = part.logit_rows()[0]
+                    if seq.forks:
+                        self._fork(seq, logits(row))
+                    self._advance(seq, logits(row))
+            except Exception as exc:
+                self._fail_alone(seq, exc, "the next token could not be picked")
+
+    def failed(self, plan: StepPlan, error: str) -> None:
+        """The step could not run: every sequence in it ends with the error."""
+        for part in plan.parts:
+            if part.seq in self.scheduler.running:
+                self.finish(part.seq, Finish.ERROR, error=error)
+
+    # -- one sequence -----------------------------------------------------------------------
+
+    def _force_first(self, seq: Sequence) -> None:
+        """What the grammar forces before any choice is computed with the prompt."""
+        seq.held = []
+        try:
+            reason = self._take_run(seq, take_forced(seq, whole_run=True))
+        except Exception as exc:  # NOTE: what one request asked for fails that one alone
+            self._fail_alone(seq, exc, "the grammar failed")
+            return
+        if reason is not None:
+            self.finish(seq, reason)
+
+    def _fail_alone(self, seq: Sequence, exc: Exception, why: str) -> None:
+        """A failure of what one request asked for (its grammar, its sampling) ends that
+        request alone."""
+        log.exception(why, request_id=seq.request.request_id)
+        if seq in self.scheduler.running:
+            error = f"{why} ({type(exc).__name__}); the server log has the details"
+            self.finish(seq, Finish.ERROR, error=error)
+
+    def _verify(self, seq: Sequence, part: Part, logits: Logits) -> None:
+        """Keep the drafts the model agrees with and its own next token; roll the rest back."""
+        drafts = seq.drafts[: part.num_drafts]  # the budget may have cut the run short
+        parts = seq.draft_parts
+        seq.drafts = []
+        rows = part.logit_rows()
+        allowed_at = mask_at(seq, drafts) if seq.constraint else None
+        kept = seq.sampler.verify(drafts, lambda i: logits(rows[i]), seq.tokens, allowed_at)
+        accepted = len(kept) - 1
+        assert self._spec is not None  # only a sequence with drafters has drafts
+        self._spec.booked(parts, len(drafts), accepted)
+        computed = part.start + 1 + accepted  # the decode token and the drafts kept
+        reason = None
+        for sampled in kept:
+            reason = self._take(seq, sampled)
+            if reason is not None:
+                break
+        if reason is None and self._forced_runs:
+            reason = self._take_run(seq, take_forced(seq, whole_run=True))
+        # NOTE: the KV cache holds what was computed of the tokens kept, nothing after
+        seq.num_computed = min(computed, len(seq.tokens))
+        if not self.context.remove(seq.slot, seq.num_computed):
+            # NOTE: memory that cannot be cut back (recurrent layers) would keep the rejected
+            # drafts: compute the sequence again from its first token rather than go on wrong
+            self.context.clear(seq.slot)
+            seq.num_computed, seq.chunk_ends = 0, []
+        if reason is not None:
+            self.finish(seq, reason)
+
+    def _snapshot(self, seq: Sequence) -> None:
+        """Keep the state when the KV cache holds exactly the next snapshot point (before
+        sampling: the cache then holds the prompt up to there and nothing else)."""
+        due = seq.snapshots_due
+        while due and due[0] < seq.num_computed:  # passed (plan_step stops at them): skip
+            due.pop(0)
+        if due and due[0] == seq.num_computed and self._takes_snapshots:
+            due.pop(0)
+            kept = tuple(seq.tokens[: seq.num_computed])
+            state = SavedState(kept, self.context.save_state(seq.slot))
+            self.out.snapshots.append((state, seq.request.scope))
+
+    def _fork(self, leader: Sequence, logits: np.ndarray) -> None:
+        """The leader's prompt is in its KV: each candidate gets a copy of it and samples its
+        first token from the same logits, then runs on its own."""
+        forks, leader.forks = leader.forks, []
+        for seq in [s for s in forks if s.is_aborted]:
+            self.finish(seq, Finish.ABORT)
+        forks = [s for s in forks if not s.is_aborted]
+        if late := [s for s in forks if s.slot < 0]:
+            forks = [s for s in forks if s.slot >= 0]
+            state = self.context.save_state(leader.slot)
+            kept = logits.copy()
+            for seq in late:
+                ends = tuple(leader.chunk_ends)
+                self.scheduler.wait_for_slot(LateFork(seq, state, kept, leader.num_computed, ends))
+        try:
+            self.context.copy(leader.slot, [s.slot for s in forks])
+        except RuntimeError as exc:
+            for seq in forks:
+                self.finish(seq, Finish.ERROR, error=str(exc))
+            return
+        for seq in forks:
+            seq.num_computed = leader.num_computed
+            seq.num_cached = seq.num_prompt  # NOTE: none of it computed for this one
+            seq.chunk_ends = list(leader.chunk_ends)
+            self.scheduler.start(seq)
+            self._advance(seq, logits)
+
+    def _start_late(self, late: LateFork) -> None:
+        """A candidate given a free sequence: the prompt's state, then its first token."""
+        seq = late.seq
+        if not self.context.load_state(seq.slot, late.state):
+            self.finish(seq, Finish.ERROR, error="the prompt's state could not be restored")
+            return
+        seq.num_computed, seq.num_cached = late.num_computed, seq.num_prompt
+        seq.chunk_ends = list(late.chunk_ends)
+        try:
+            self._advance(seq, late.logits)
+        except Exception as exc:
+            self._fail_alone(seq, exc, "the first token could not be picked")
+
+    def _advance(self, seq: Sequence, logits: np.ndarray) -> None:
+        constraint = seq.constraint
+        if constraint is None:
+            reason = self._take(seq, seq.sampler.sample(logits, seq.tokens))
+        elif forced := take_forced(seq, whole_run=self._forced_runs):
+            reason = self._take_run(seq, forced)  # NOTE: known: these logits are not needed
+        else:
+            allowed = constraint.allowed()
+            if not allowed.any():
+                raise RuntimeError(f"the grammar allows no token here: {constraint.error}")
+            reason = self._take(seq, seq.sampler.sample(logits, seq.tokens, allowed))
+            if reason is None and self._forced_runs:
+                reason = self._take_run(seq, take_forced(seq, whole_run=True))
+        if reason is not None:
+            self.finish(seq, reason)
+
+    def _take_run(self, seq: Sequence, run: list[Sampled]) -> Finish | None:
+        """Take forced tokens until one ends the sequence; the finish reason if one does."""
+        for sampled in run:
+            reason = self._take(seq, sampled)
+            seq.num_forced += 1
+            if reason is not None:
+                return reason
+        return None
+
+    def _take(self, seq: Sequence, sampled: Sampled) -> Finish | None:
+        """Append a token and emit it; the finish reason if the sequence ends with it."""
+        token = sampled.token
+        seq.tokens.append(token)
+        params = seq.request.params
+        if not params.ignore_eos and self.model.is_end_of_generation(token):
+            return Finish.STOP
+        constraint = seq.constraint
+        if constraint is not None and not constraint.consume([token]):
+            raise RuntimeError(f"the grammar refused a token: {constraint.error}")
+        delta = seq.text.push(self.model.piece(token))
+        self.out.emit(seq, TokenEvent(token, delta.text, sampled.logprob, sampled.top_logprobs))
+        if delta.is_stopped or (constraint is not None and constraint.is_finished):
+            return Finish.STOP
+        if seq.num_generated >= params.max_tokens or len(seq.tokens) >= self.context_length:
+            return Finish.LENGTH
+        return None
+
+    def finish(self, seq: Sequence, reason: Finish, error: str | None = None) -> None:
+        """End a request: its forks too, its slot freed, its state kept if it asked."""
+        for fork in seq.forks:  # the leader ends before its prompt did: so do its candidates
+            self.finish(fork, reason, error)
+        seq.forks = []
+        state = None
+        request = seq.request
+        if (
+            seq.slot >= 0
+            and request.keep_state
+            and seq.num_computed - seq.num_cached >= request.keep_state_min_new
+            and reason.is_whole
+        ):
+            kept = tuple(seq.tokens[: seq.num_computed])
+            state = SavedState(kept, self.context.save_state(seq.slot))
+        # NOTE: a candidate of a group holds a slot it never ran in: nothing of it to keep
+        self.scheduler.release(seq, keep_prompt=reason.is_whole and seq.num_computed > 0)
+        if self._spec is not None and reason.is_whole:
+            self._spec.learn(seq.tokens, seq.num_prompt, request.scope)
+        self._on_finished()
+        tail = seq.text.finish() if reason.is_whole else ""
+        self.out.release_held(seq)
+        self.out.emit(
+            seq,
+            FinishEvent(
+                reason,
+                tail,
+                seq.num_prompt,
+                seq.num_generated,
+                seq.num_cached,
+                error=error,
+                state=state,
+            ),
+        )

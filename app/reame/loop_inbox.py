@@ -1,0 +1,62 @@
+"""Engine events handed to one asyncio event loop, a wake-up at a time: the engine thread
+appends, the loop drains (HTTP streams read them from there)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from reame.engine.request import Event, FinishEvent
+
+
+@dataclass(slots=True, frozen=True)
+class ChoiceEvent:
+    index: int
+    event: Event
+
+
+class LoopInbox:
+    """Hands engine events to one event loop with at most one wake-up pending. The engine
+    emits a step's events, then calls `wake` as it enters the next llama_decode (a wake-up
+    per token, or one while the engine still needs the GIL, costs the decode threads time on
+    a 2-core machine). Tokens are gathered for `interval` seconds between wake-ups; a
+    stream's first token and every finish go out at once."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
+        self._loop, self._interval = loop, interval
+        self._items: deque[tuple[asyncio.Queue[ChoiceEvent], ChoiceEvent]] = deque()
+        self._is_scheduled = False
+        self._is_urgent = False
+        self._last_wake = 0.0
+
+    def sink(self, events: asyncio.Queue[ChoiceEvent], index: int) -> Callable[[Event], None]:
+        is_first = True
+
+        def put(event: Event) -> None:  # on the engine thread
+            nonlocal is_first
+            if is_first or isinstance(event, FinishEvent):
+                self._is_urgent, is_first = True, False
+            self._items.append((events, ChoiceEvent(index, event)))
+
+        return put
+
+    def wake(self) -> None:  # on the engine thread
+        if not self._items or self._is_scheduled:
+            return
+        now = time.perf_counter()
+        if not self._is_urgent and now - self._last_wake < self._interval:
+            return
+        self._is_urgent, self._is_scheduled, self._last_wake = False, True, now
+        try:
+            self._loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:  # the loop is closed: nobody is left to read these
+            self._items.clear()
+
+    def _deliver(self) -> None:  # on the loop; NOTE: clear the flag first, then drain
+        self._is_scheduled = False
+        while self._items:
+            events, choice = self._items.popleft()
+            events.put_nowait(choice)
