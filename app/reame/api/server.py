@@ -34,6 +34,7 @@ from reame.api.heartbeat import with_heartbeats
 from reame.api.request_checks import check_text, is_text
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.api.served import Served
+from reame.cache.prefix_reuse import SessionKey
 from reame.config import Settings
 from reame.errors import (
     ConfigError,
@@ -258,7 +259,7 @@ def create_app(
 
     @app.delete("/v1/sessions/<session_id>")
     async def delete_session(request: Request, session_id: str) -> HTTPResponse:
-        if not sessions.delete(session_id, request.ctx.owner):
+        if not runtime.service.reuse.unpin(SessionKey(request.ctx.owner, session_id)):
             raise ApiError(404, f"No session '{session_id}'", "session_id", "session_not_found")
         return json({"id": session_id, "object": "session.deleted", "deleted": True})
 

@@ -1,6 +1,7 @@
 """The one interface to what was computed before: match the longest stored prefix of a prompt,
-insert a computed state, pin a session's, evict what is idle; and, by the snapshot policy, what
-of a new request's computation is kept.
+insert a computed state, pin (and unpin) a session's; and, by the snapshot policy, what of a new
+request's computation is kept. Eviction is each tier's own: the RAM and disk tiers and the
+sessions let their least recently used go as they pass their budgets, sessions also when idle.
 
 The tiers behind it, tried longest first and in this order on a tie:
 - resident: a free llama sequence whose KV still holds a finished prompt (engine/slots.py). Only
@@ -54,10 +55,6 @@ class PrefixReuse:
         """`cache`: None when the prefix cache is off (sessions still keep their states)."""
         self.cache, self.sessions = cache, sessions
 
-    @property
-    def policy(self) -> SnapshotPolicy | None:
-        return self.cache.policy if self.cache is not None else None
-
     def match(self, tokens: list[int], scope: str, session: SessionKey | None) -> Match | None:
         """The longest stored prefix of `tokens` that this request may reuse, checked token by
         token. Mutates recency only (and a disk hit is copied into RAM); may read the disk:
@@ -94,9 +91,9 @@ class PrefixReuse:
         """A session's state after a turn, kept for its next one (replacing the last)."""
         self.sessions.save(session.session_id, state, session.owner)
 
-    def evict(self) -> int:
-        """Let go of what idled out (sessions); the cache's tiers evict as they fill."""
-        return self.sessions.expire()
+    def unpin(self, session: SessionKey) -> bool:
+        """Let go of a session's state (the session is deleted); False if there was none."""
+        return self.sessions.delete(session.session_id, session.owner)
 
     def plan(
         self,

@@ -1,0 +1,74 @@
+"""Prefix reuse's one interface without a model: the longest match across a session's pinned
+state and the cache (a session's state for that session only), the snapshot plan past what is
+restored, and what a finished answer leaves behind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from reame.cache.prefix_cache import CacheConfig, PrefixCache
+from reame.cache.prefix_reuse import PrefixReuse, SessionKey
+from reame.engine.request import FinishEvent, SavedState
+from reame.sessions import SessionStore
+
+ALICE, BOB = SessionKey("alice", "chat-1"), SessionKey("bob", "chat-1")
+
+
+@pytest.fixture
+def reuse() -> Iterator[PrefixReuse]:
+    config = CacheConfig(directory=None, ram_bytes=1 << 20, disk_bytes=0, min_tokens=64)
+    cache = PrefixCache(config, "f" * 64)
+    yield PrefixReuse(cache, SessionStore(8, 1 << 20, 3600))
+    cache.close()
+
+
+def state(tokens: list[int]) -> SavedState:
+    return SavedState(tuple(tokens), bytes(len(tokens)))
+
+
+PROMPT = list(range(1, 301))
+
+
+def test_the_longest_prefix_wins_and_a_session_state_is_matched_by_its_session_alone(
+    reuse: PrefixReuse,
+) -> None:
+    reuse.insert(state(PROMPT[:128]), scope="")
+    reuse.pin(ALICE, state([*PROMPT[:200], 999]))  # the last turn's answer differs: 200 shared
+    found = reuse.match(PROMPT, "", ALICE)
+    assert found is not None and (found.tier, found.length) == ("pinned", 200)
+    other = reuse.match(PROMPT, "", BOB)  # the same id under another key: not Alice's
+    assert other is not None and (other.tier, other.length) == ("ram", 128)
+    assert reuse.match(PROMPT, "", None).tier == "ram"  # type: ignore[union-attr]
+    assert reuse.unpin(ALICE) and reuse.match(PROMPT, "", ALICE).tier == "ram"  # type: ignore[union-attr]
+
+
+def test_the_plan_snapshots_past_what_it_restores_and_not_what_is_stored(
+    reuse: PrefixReuse,
+) -> None:
+    cold = reuse.plan(PROMPT, "", None, marks=(100,), take_snapshots=True)
+    assert cold.prefix is None and cold.snapshot_at == (100, 300)
+    assert cold.keep_state and cold.keep_state_min_new == 32  # kept if it adds a block
+    reuse.insert(state(PROMPT[:100]), "")
+    warm = reuse.plan(PROMPT, "", None, marks=(100,), take_snapshots=True)
+    assert warm.prefix is not None and len(warm.prefix.tokens) == 100
+    assert warm.snapshot_at == (300,)  # 100 is stored already
+    session = reuse.plan(PROMPT, "", ALICE, marks=(), take_snapshots=False)
+    assert session.snapshot_at == () and session.keep_state and session.keep_state_min_new == 0
+
+
+def test_a_finished_answer_is_pinned_for_its_session_and_offered_to_everyone(
+    reuse: PrefixReuse,
+) -> None:
+    final = state([*PROMPT, 7, 8, 9])
+    event = FinishEvent("stop", "", len(PROMPT), 3, num_cached_tokens=0, state=final)  # type: ignore[arg-type]
+    reuse.finished(event, "", ALICE)
+    assert reuse.sessions.get("chat-1", "alice").state is final  # type: ignore[union-attr]
+    found = reuse.match([*PROMPT, 7, 8, 9, 10], "", None)
+    assert found is not None and found.length == len(PROMPT) + 3
+    small = FinishEvent("stop", "", 300, 3, num_cached_tokens=290, state=final)  # type: ignore[arg-type]
+    assert reuse.cache is not None
+    before = reuse.cache.ram.num_bytes
+    reuse.finished(small, "other", None)  # restored 290 of 303: adds less than a block
+    assert reuse.cache.ram.num_bytes == before
