@@ -24,7 +24,7 @@ class Outbox:
 
     def emit(self, seq: Sequence, event: Event) -> None:
         if seq.held is not None:
-            seq.held.append(event)  # type: ignore[arg-type]
+            seq.held.append(event)
         else:
             self.events.append((seq, event))
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from reame.detokenize import TextStream
-from reame.engine.request import GenerationRequest, Sink, TokenEvent
+from reame.engine.request import Event, GenerationRequest, Sink
 from reame.grammar import Constraint
 from reame.sampling import Sampler
 from reame.spec.drafter import Drafter
@@ -48,7 +48,7 @@ class Sequence:
     constraint: Constraint | None = None  # its place in its grammar, after all of `tokens`
     # tokens known before its first step (forced by its grammar): given out once that step ran,
     # so that a client's first token still means the prompt was computed; None: none held
-    held: list[TokenEvent] | None = None
+    held: list[Event] | None = None
 
     @property
     def next_snapshot(self) -> int:
