@@ -49,6 +49,10 @@ class FakeModel:
 class FakeContext:
     shape: ContextShape
     step_seconds: float = 0.0  # a decode this slow leaves room to act in the middle of a request
+    # False: as recurrent memory, a sequence cannot be cut back short of its end (only emptied),
+    # but a checkpoint of it can be rolled back to
+    can_cut: bool = True
+    cuts_refused: int = 0
     kv: dict[int, list[int]] = field(default_factory=dict)
     batches: list[list[tuple[int, int, int]]] = field(default_factory=list)  # (seq, pos, token)
     _rows: dict[int, np.ndarray] = field(default_factory=dict)  # by index in the batch
@@ -91,7 +95,21 @@ class FakeContext:
             self.kv[target] = list(self.kv.get(source, []))
 
     def remove(self, seq_id: int, start: int = 0, end: int = -1) -> bool:
-        del self.kv.setdefault(seq_id, [])[start:]
+        cells = self.kv.setdefault(seq_id, [])
+        if not self.can_cut and 0 < start < len(cells):
+            self.cuts_refused += 1
+            return False
+        del cells[start:]
+        return True
+
+    def checkpoint(self, seq_id: int) -> bytearray:
+        return bytearray(pickle.dumps(list(self.kv.get(seq_id, []))))
+
+    def rollback(self, seq_id: int, checkpoint: bytearray, position: int) -> bool:
+        cells = pickle.loads(bytes(checkpoint))
+        if len(cells) > position:  # NOTE: a checkpoint is of what was computed before it
+            return False
+        self.kv[seq_id] = cells
         return True
 
     def clear(self, seq_id: int) -> None:

@@ -123,3 +123,23 @@ def test_a_first_step_of_a_size_is_held_to_what_the_sizes_measured_suggest() -> 
     assert c.step_seconds[1] == 0.010
     c.record_step(2, 5.0)  # its first sample waited for the CPU
     assert c.step_seconds[2] == pytest.approx(2 * 0.010 * 2**0.75)
+
+
+def test_where_memory_cannot_be_cut_checkpoints_and_replays_are_charged() -> None:
+    def runs(kept: int) -> SpecController:
+        c = measured(CHEAP_BATCHES)
+        for _ in range(40):
+            c.record_drafts("context", 8, kept)
+        return c
+
+    plain, recurrent = runs(7), runs(7)  # a refusal now and then (0.82 kept)
+    recurrent.uses_checkpoints = True  # a checkpoint that costs nothing: the replays alone
+    assert plain.draft_length("context", 0) > 0
+    assert recurrent.draft_length("context", 0) == 0  # the refusals' replays eat the gain
+    assert recurrent.rate((("context", 4),), 0) < plain.rate((("context", 4),), 0)
+    always, dear = runs(8), runs(8)  # every draft kept: no replays
+    always.uses_checkpoints = True
+    for _ in range(50):
+        dear.record_checkpoint(4 * CHEAP_BATCHES[1])  # a checkpoint as dear as 4 steps
+    assert always.draft_length("context", 0) == 8
+    assert dear.uses_checkpoints and dear.draft_length("context", 0) == 0

@@ -161,6 +161,7 @@ class Model:
         self.name = self.meta("general.name") or path.stem
         self.architecture = self.meta("general.architecture") or "unknown"
         self.num_layers: int = lc.llama_model_n_layer(ptr)
+        self.memory_kind = _memory_kind(ptr)
         self.kv_bytes_per_token = self._kv_bytes_per_token()
         self._pieces: dict[int, bytes] = {}
 
@@ -262,6 +263,14 @@ class Model:
         self.close()
 
 
+def _memory_kind(ptr: object) -> str:
+    """ "attention" (a KV cache, cut anywhere), "recurrent" (one state a sequence) or "hybrid"
+    (both): what a sequence can be cut back to, as llama.cpp says of the model."""
+    if lc.llama_model_is_hybrid(ptr):
+        return "hybrid"
+    return "recurrent" if lc.llama_model_is_recurrent(ptr) else "attention"
+
+
 @dataclass(slots=True, frozen=True)
 class ContextShape:
     num_cells: int  # KV cells of all sequences together (each gets num_cells / num_sequences)
@@ -301,6 +310,9 @@ class Context:
                 f"{model.path}; lower context_length or parallel"
             )
         self.model, self.shape = model, shape
+        # NOTE: a recurrent state holds its last position only: such a sequence cannot be cut
+        # back (llama_memory_seq_rm refuses), and a verify run needs a checkpoint instead
+        self.can_cut = model.memory_kind == "attention"
         # what a saved sequence state depends on besides the model: a state is only loaded into
         # a context that lays out its KV cache the same way
         self.kv_layout = (
@@ -372,6 +384,30 @@ class Context:
         if not ok:
             self.clear(seq_id)
         return ok
+
+    def checkpoint(self, seq_id: int) -> bytearray:
+        """The part of a sequence's state that cannot be cut back (recurrent layers; nothing
+        on a plain KV cache), to return to with `rollback` (LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY,
+        as llama.cpp's speculative example checkpoints before a verify batch)."""
+        flags = lc.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
+        size = lc.llama_state_seq_get_size_ext(self._ptr, seq_id, flags)
+        data = bytearray(size)
+        view = (ctypes.c_uint8 * size).from_buffer(data)
+        written = lc.llama_state_seq_get_data_ext(self._ptr, view, size, seq_id, flags)
+        del view
+        if written < size:
+            del data[written:]
+        return data
+
+    def rollback(self, seq_id: int, checkpoint: bytearray, position: int) -> bool:
+        """Back to a checkpoint taken when the sequence held `position` tokens: its recurrent
+        state restored, its KV cells from `position` on removed. False if llama.cpp refuses
+        (the sequence must then be computed again)."""
+        flags = lc.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
+        src = (ctypes.c_uint8 * len(checkpoint)).from_buffer(checkpoint)
+        ok = lc.llama_state_seq_set_data_ext(self._ptr, src, len(checkpoint), seq_id, flags) != 0
+        del src
+        return ok and self.remove(seq_id, position)
 
     def copy(self, source: int, targets: Sequence[int]) -> None:
         """Make each target sequence hold what `source` holds. On a unified KV cache that is

@@ -152,7 +152,7 @@ class Runtime:
         sessions = SessionStore(
             settings.max_sessions, settings.session_memory_mb << 20, settings.session_idle_seconds
         )
-        reuse = PrefixReuse(self.cache, sessions)
+        reuse = PrefixReuse(self.cache, sessions, self.context.can_cut)
         self.engine = Engine(
             self.model,
             self.context,

@@ -186,8 +186,12 @@ class Service:
         self, prompt: list[int], params: SamplingParams, grammar: Grammar | None = None
     ) -> Iterator[Event]:
         """Events of one request; closing the iterator early aborts the request."""
+        return self.stream_job(Job(prompt, params, grammar=grammar))
+
+    def stream_job(self, job: Job) -> Iterator[Event]:
+        """Events of one job (its session and marks too), on this thread."""
         events: queue.SimpleQueue[Event] = queue.SimpleQueue()
-        request = self.request(Job(prompt, params, grammar=grammar))
+        request = self.request(job)
         self.engine.submit(request, events.put)
         is_done = False
         try:
@@ -195,7 +199,7 @@ class Service:
                 event = events.get()
                 if isinstance(event, FinishEvent):
                     is_done = True
-                    self.finished(event)
+                    self.finished(event, job)
                 yield event
         finally:
             if not is_done:

@@ -51,9 +51,13 @@ class Reuse:
 
 
 class PrefixReuse:
-    def __init__(self, cache: PrefixCache | None, sessions: SessionStore) -> None:
-        """`cache`: None when the prefix cache is off (sessions still keep their states)."""
+    def __init__(
+        self, cache: PrefixCache | None, sessions: SessionStore, can_cut: bool = True
+    ) -> None:
+        """`cache`: None when the prefix cache is off (sessions still keep their states).
+        `can_cut`: False for memory that cannot be cut back (recurrent layers)."""
         self.cache, self.sessions = cache, sessions
+        self._can_cut = can_cut
 
     def match(self, tokens: list[int], scope: str, session: SessionKey | None) -> Match | None:
         """The longest stored prefix of `tokens` that this request may reuse, checked token by
@@ -112,7 +116,10 @@ class PrefixReuse:
         cache = self.cache
         if cache is not None and take_snapshots:
             base = found.length if found is not None else 0
-            wanted = cache.policy.points(len(tokens), list(marks), base)
+            # NOTE: a request restores at most its prompt but the last token (whose logits it
+            # needs); a recurrent state cannot be cut back to that, so it is saved there
+            end = len(tokens) if self._can_cut else len(tokens) - 1
+            wanted = cache.policy.points(end, list(marks), base)
             points = tuple(p for p in wanted if not cache.holds(tokens, p, scope))
         keeps_final = session is not None or (cache is not None and take_snapshots)
         min_new = 0 if session is not None else MIN_NEW_FOR_FINAL

@@ -74,6 +74,8 @@ class Engine:
         self.scheduler = Scheduler(
             context, context_length, on_snapshot is not None, speculation, max_wait_seconds
         )
+        if speculation is not None and not context.can_cut:
+            speculation.controller.uses_checkpoints = True
         self.runner = Runner(context, speculation.controller if speculation else None)
         self.update = Update(
             model,
@@ -247,12 +249,12 @@ class Engine:
             return
         self._wake_consumers()
         try:
-            logits = self.runner.run(plan)
+            output = self.runner.run(plan)
         except DecodeError as exc:
             self.update.failed(plan, str(exc))
             return
         try:
-            self.update.apply(plan, logits)
+            self.update.apply(plan, output)
         except Exception as exc:  # never let one bad step kill the server
             log.exception("engine step failed")
             for seq in list(self.scheduler.running):

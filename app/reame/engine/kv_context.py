@@ -14,6 +14,7 @@ from reame.llama import ContextShape
 
 class KVContext(Protocol):
     shape: ContextShape
+    can_cut: bool  # False: recurrent memory, which a verify run checkpoints instead
 
     def decode(
         self,
@@ -39,3 +40,9 @@ class KVContext(Protocol):
         """Drop cells [start, end); False where the memory cannot be cut (recurrent layers)."""
 
     def clear(self, seq_id: int) -> None: ...
+
+    def checkpoint(self, seq_id: int) -> bytearray:
+        """What of a sequence cannot be cut back (its recurrent state), to roll back to."""
+
+    def rollback(self, seq_id: int, checkpoint: bytearray, position: int) -> bool:
+        """Back to a checkpoint taken at `position` tokens; False if refused."""

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 from reame import metrics
 from reame.engine.kv_context import KVContext
 from reame.engine.plan import Logits, StepPlan
 from reame.spec.controller import SpecController
+
+
+@dataclass(slots=True)
+class StepOutput:
+    logits: Logits  # by batch index, valid until the next run
+    # by llama sequence id: the recurrent state before a verify run, where memory cannot be cut
+    checkpoints: dict[int, bytearray] = field(default_factory=dict)
 
 
 class Runner:
@@ -16,9 +24,19 @@ class Runner:
         self.context = context
         self._controller = controller
 
-    def run(self, plan: StepPlan) -> Logits:
-        """Compute the plan's batch; the logits by batch index, valid until the next run.
-        Raises reame.llama.DecodeError if llama.cpp refuses the batch."""
+    def run(self, plan: StepPlan) -> StepOutput:
+        """Compute the plan's batch. Where memory cannot be cut back, each verify run's
+        sequence is checkpointed first, so that refused drafts can be rolled back. Raises
+        reame.llama.DecodeError if llama.cpp refuses the batch."""
+        out = StepOutput(self.context.logits)
+        if not self.context.can_cut:
+            started = time.perf_counter()
+            for part in plan.parts:
+                if part.is_verify:
+                    out.checkpoints[part.seq.slot] = self.context.checkpoint(part.seq.slot)
+            if out.checkpoints and self._controller is not None:
+                seconds = time.perf_counter() - started
+                self._controller.record_checkpoint(seconds / len(out.checkpoints))
         tokens, positions, seq_ids, wants = plan.batch()
         started = time.perf_counter()
         self.context.decode(tokens, positions, seq_ids, wants)
@@ -29,4 +47,4 @@ class Runner:
             metrics.PROMPT_TOKENS_COMPUTED.inc(num_prompt)
         if self._controller is not None:
             self._controller.record_step(len(tokens), seconds)
-        return self.context.logits
+        return out

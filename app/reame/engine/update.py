@@ -11,8 +11,9 @@ import structlog
 from reame.engine.constrained import mask_at, take_forced
 from reame.engine.kv_context import KVContext
 from reame.engine.outbox import Outbox
-from reame.engine.plan import Logits, Part, StepPlan
+from reame.engine.plan import Part, StepPlan
 from reame.engine.request import Finish, FinishEvent, SavedState, TokenEvent
+from reame.engine.runner import StepOutput
 from reame.engine.scheduler import Admission, LateFork, Scheduler
 from reame.engine.sequence import Sequence
 from reame.llama import Model
@@ -59,8 +60,9 @@ class Update:
             if seq.constraint is not None and not seq.forks and self._forced_runs:
                 self._force_first(seq)
 
-    def apply(self, plan: StepPlan, logits: Logits) -> None:
+    def apply(self, plan: StepPlan, output: StepOutput) -> None:
         """The step ran: what it computed is in the KV cache; sample, verify, fork."""
+        logits = output.logits
         for part in plan.parts:
             seq = part.seq
             if part.end <= seq.num_prompt:
@@ -76,7 +78,7 @@ class Update:
             seq = part.seq
             try:
                 if seq.drafts:
-                    self._verify(seq, part, logits)
+                    self._verify(seq, part, output)
                 else:
                     row = part.logit_rows()[0]
                     if seq.forks:
@@ -112,12 +114,12 @@ class Update:
             error = f"{why} ({type(exc).__name__}); the server log has the details"
             self.finish(seq, Finish.ERROR, error=error)
 
-    def _verify(self, seq: Sequence, part: Part, logits: Logits) -> None:
+    def _verify(self, seq: Sequence, part: Part, output: StepOutput) -> None:
         """Keep the drafts the model agrees with and its own next token; roll the rest back."""
         drafts = seq.drafts[: part.num_drafts]  # the budget may have cut the run short
         parts = seq.draft_parts
         seq.drafts = []
-        rows = part.logit_rows()
+        rows, logits = part.logit_rows(), output.logits
         allowed_at = mask_at(seq, drafts) if seq.constraint else None
         kept = seq.sampler.verify(drafts, lambda i: logits(rows[i]), seq.tokens, allowed_at)
         accepted = len(kept) - 1
@@ -134,12 +136,24 @@ class Update:
         # NOTE: the KV cache holds what was computed of the tokens kept, nothing after
         seq.num_computed = min(computed, len(seq.tokens))
         if not self.context.remove(seq.slot, seq.num_computed):
-            # NOTE: memory that cannot be cut back (recurrent layers) would keep the rejected
-            # drafts: compute the sequence again from its first token rather than go on wrong
-            self.context.clear(seq.slot)
-            seq.num_computed, seq.chunk_ends = 0, []
+            self._roll_back(seq, part.start, output.checkpoints.get(seq.slot))
         if reason is not None:
             self.finish(seq, reason)
+
+    def _roll_back(self, seq: Sequence, start: int, checkpoint: bytearray | None) -> None:
+        """Memory that cannot be cut (recurrent layers) would keep the refused drafts: back to
+        the checkpoint taken before the verify run, and the tokens kept are computed again in
+        the next step (a replay); without one, the sequence is computed again from its first
+        token. Never does it go on from a wrong state."""
+        replayed = seq.num_computed - start
+        if checkpoint is not None and self.context.rollback(seq.slot, checkpoint, start):
+            seq.num_computed = start
+        else:
+            self.context.clear(seq.slot)
+            seq.num_computed, seq.chunk_ends = 0, []
+            replayed = len(seq.tokens) - 1
+        if self._spec is not None:
+            self._spec.controller.record_replay(replayed)
 
     def _snapshot(self, seq: Sequence) -> None:
         """Keep the state when the KV cache holds exactly the next snapshot point (before

@@ -5,7 +5,8 @@ controller keeps what a step of b tokens costs here (a moving average a batch si
 every step; until a size is measured, b^0.75 times a one-token step, about what these machines
 showed) and, per drafter, how often a draft token is accepted (a moving average of the
 per-token acceptance) and what proposing a token costs (nothing for a lookup, a step of its own
-for a draft model). A run of k drafts accepted token by token with probability a yields
+for a draft model; where memory cannot be cut back, a checkpoint and the tokens a rollback
+computes again). A run of k drafts accepted token by token with probability a yields
 (1 - a^(k+1)) / (1 - a) tokens, so it picks the k that gives most tokens a second, 0 when no k
 beats a plain step. A drafter at k = 0 is probed now and then with a short run, so it comes
 back when the traffic changes.
@@ -51,6 +52,11 @@ class SpecController:
     max_length: int = 32
     step_seconds: dict[int, float] = field(default_factory=dict)
     drafters: dict[str, _DrafterStats] = field(default_factory=dict)
+    # memory that cannot be cut back (recurrent layers): each verify run is checkpointed
+    # first, and a run with refused drafts is rolled back and its kept tokens computed again
+    uses_checkpoints: bool = False
+    checkpoint_seconds: float = 0.0  # what a checkpoint costs, a verify run
+    replayed_tokens: int = 0  # computed again after a rollback, in all
 
     # -- what it measures --------------------------------------------------------------------
 
@@ -93,6 +99,15 @@ class SpecController:
                 stats.is_probing = False
                 stats.probe_seconds += 0.5 * (seconds - stats.probe_seconds)
 
+    def record_checkpoint(self, seconds: float) -> None:
+        """Checkpointing one sequence before its verify run took `seconds`."""
+        self.uses_checkpoints = True
+        self.checkpoint_seconds += SMOOTHING * (seconds - self.checkpoint_seconds)
+
+    def record_replay(self, num_tokens: int) -> None:
+        """A rollback: `num_tokens` kept tokens are computed again."""
+        self.replayed_tokens += num_tokens
+
     # -- what it decides ---------------------------------------------------------------------
 
     def draft_length(self, drafter: str, batch_tokens: int, mode: str | None = None) -> int:
@@ -129,6 +144,7 @@ class SpecController:
             if k > self.max_length:
                 break
             cost = self._cost(batch_tokens + 1 + k) + k * draft_seconds
+            cost += self._rollback_cost([acceptance] * k, batch_tokens)
             rate = _expected_tokens(acceptance, k) / cost
             if rate > best_rate * 1.02:  # NOTE: a margin: noise must not switch it on
                 best, best_rate = k, rate
@@ -138,14 +154,16 @@ class SpecController:
         """Tokens a second that verifying a run of drafts is expected to give one sequence
         beside `batch_tokens` others; `parts`: how many drafts of which drafter, in order."""
         expected, kept, proposing = 1.0, 1.0, 0.0
+        chances: list[float] = []
         for drafter, count in parts:
             stats = self._stats(drafter)
             proposing += count * stats.seconds_per_draft
+            chances += [stats.acceptance] * count
             for _ in range(count):
                 kept *= stats.acceptance
                 expected += kept
-        num_drafts = sum(count for _, count in parts)
-        return expected / (self._cost(batch_tokens + 1 + num_drafts) + proposing)
+        rollback = self._rollback_cost(chances, batch_tokens)
+        return expected / (self._cost(batch_tokens + 1 + len(chances)) + proposing + rollback)
 
     def is_probing(self, drafter: str) -> bool:
         """The last length asked of this drafter was a probe of a drafter that is off."""
@@ -166,6 +184,16 @@ class SpecController:
             stats = self.drafters[drafter] = _DrafterStats()
         return stats
 
+    def _rollback_cost(self, chances: list[float], batch_tokens: int) -> float:
+        """Where memory cannot be cut: the checkpoint, and the tokens a refusal makes the next
+        step compute again, at what a token adds to a step of this size (`chances`: each
+        draft's chance of being kept, in order)."""
+        k = len(chances)
+        if not self.uses_checkpoints or k == 0:
+            return 0.0
+        per_token = (self._cost(batch_tokens + 1 + k) - self._cost(batch_tokens + 1)) / k
+        return self.checkpoint_seconds + _replayed(chances) * max(per_token, 0.0)
+
     def _cost(self, num_tokens: int) -> float:
         measured = self.step_seconds.get(num_tokens)
         if measured is not None:
@@ -183,3 +211,13 @@ def _expected_tokens(acceptance: float, k: int) -> float:
     if acceptance >= 1.0:
         return k + 1.0
     return (1.0 - acceptance ** (k + 1)) / (1.0 - acceptance)
+
+
+def _replayed(chances: list[float]) -> float:
+    """Tokens a verify run computes again after a rollback, on average: refused at draft j + 1
+    (after j kept), its decode token and those j."""
+    out, kept = 0.0, 1.0
+    for j, chance in enumerate(chances):
+        out += kept * (1.0 - chance) * (j + 1)
+        kept *= chance
+    return out
