@@ -84,3 +84,21 @@ def test_unknown_name_is_a_config_error(tmp_path: Path) -> None:
 def test_describe_states_shape_and_noise(name: str) -> None:
     text = describe(name)
     assert name in text and "noise" in text and "vocab 49152" in text
+
+
+def test_build_only_prints_a_hybrid_models_path_on_the_last_line() -> None:
+    from test_cli import reame
+
+    done = reame("bench", "--synthetic", "qwen3.5-tiny", "--build-only")
+    assert done.returncode == 0, done.stderr
+    path = Path(done.stdout.strip().splitlines()[-1])
+    assert path.is_file() and path.name == "synthetic-qwen3.5-tiny-Q4_K_M.gguf"
+    with Model(path) as model:
+        assert model.memory_kind == "hybrid" and model.architecture == "qwen35"
+    assert "hybrid: 3 gated delta net layers" in describe("qwen3.5-tiny")
+
+
+def test_build_only_needs_a_shape() -> None:
+    from test_cli import assert_one_line_error, reame
+
+    assert_one_line_error(reame("bench", "--build-only"), "--build-only goes with --synthetic")

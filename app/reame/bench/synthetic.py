@@ -57,7 +57,9 @@ _GGUF_MAGIC = b"GGUF"
 class _Tensor:
     name: str
     shape: tuple[int, ...]  # numpy order: the reverse of ggml's ne
-    kind: str  # "weight": random f16; "router", "bias": random f32; "norm": ones f32
+    # "weight": random f16; "router", "bias": random f32; "norm": ones f32; "decay": -1 f32 (a
+    # gated delta net's A, so that its state decays rather than grows)
+    kind: str
 
     @property
     def dtype(self) -> type[np.generic]:
@@ -102,7 +104,13 @@ def describe(name: str) -> str:
     else:
         ffn, size = f"ffn {s.ffn}", f"{params / 1e9:.2f}B params"
     real_vocab = f"; the real model has {s.real_vocab}" if s.real_vocab != vocab else ""
-    kv_bytes = 2 * s.layers * s.kv_heads * s.head_dim * 2  # K and V, f16 cache
+    attention_layers = sum(s.is_full_attention(i) for i in range(s.layers))
+    kv_bytes = 2 * attention_layers * s.kv_heads * s.head_dim * 2  # K and V, f16 cache
+    if s.is_hybrid:
+        ffn += (
+            f"; hybrid: {s.layers - attention_layers} gated delta net layers (a recurrent "
+            f"state each) and {attention_layers} full attention"
+        )
     return (
         f"{name} (synthetic: random weights, output text is noise): {s.arch}, {s.layers} layers, "
         f"hidden {s.hidden}, {ffn}, {s.heads} heads / {s.kv_heads} kv heads x {s.head_dim}, "
@@ -194,6 +202,8 @@ def _write_tensors(writer: gguf.GGUFWriter, name: str, tensors: list[_Tensor], s
 def _values(t: _Tensor, rng: np.random.Generator) -> np.ndarray:
     if t.kind == "norm":
         return np.ones(t.shape, dtype=np.float32)
+    if t.kind == "decay":
+        return -np.ones(t.shape, dtype=np.float32)
     if t.kind in ("bias", "router"):
         return rng.standard_normal(t.shape, dtype=np.float32) * np.float32(_WEIGHT_STD)
     out = np.empty(t.shape, dtype=np.float16)
@@ -227,6 +237,14 @@ def _add_metadata(writer: gguf.GGUFWriter, name: str, s: SyntheticShape) -> None
         writer.add_expert_count(s.experts)
         writer.add_expert_used_count(s.experts_used)
         writer.add_expert_feed_forward_length(s.ffn)
+    if s.is_hybrid:
+        writer.add_full_attention_interval(s.full_attention_interval)
+        writer.add_rope_dimension_sections([s.head_dim // 8, s.head_dim // 8, s.head_dim // 4, 0])
+        writer.add_ssm_conv_kernel(s.ssm_conv)
+        writer.add_ssm_state_size(s.ssm_state)
+        writer.add_ssm_group_count(s.ssm_groups)
+        writer.add_ssm_time_step_rank(s.ssm_v_heads)
+        writer.add_ssm_inner_size(s.ssm_state * s.ssm_v_heads)
 
 
 def _tensors(s: SyntheticShape, vocab: int) -> list[_Tensor]:
@@ -238,6 +256,9 @@ def _tensors(s: SyntheticShape, vocab: int) -> list[_Tensor]:
         out.append(_tensor(MODEL_TENSOR.OUTPUT, (vocab, s.hidden)))
     for i in range(s.layers):
         out.append(_tensor(MODEL_TENSOR.ATTN_NORM, (s.hidden,), i, kind="norm"))
+        if s.is_hybrid:
+            out += _hybrid_layer(s, i)
+            continue
         out += [
             _tensor(MODEL_TENSOR.ATTN_Q, (q, s.hidden), i),
             _tensor(MODEL_TENSOR.ATTN_K, (kv, s.hidden), i),
@@ -261,6 +282,38 @@ def _tensors(s: SyntheticShape, vocab: int) -> list[_Tensor]:
     return out
 
 
+def _hybrid_layer(s: SyntheticShape, i: int) -> list[_Tensor]:
+    """A qwen35 layer after its attn_norm: full attention (a gated query: twice the rows) or a
+    gated delta net, then the post-attention norm and the FFN (llama.cpp's qwen35 loader)."""
+    out = []
+    if s.is_full_attention(i):
+        q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
+        out += [
+            _tensor(MODEL_TENSOR.ATTN_Q, (2 * q, s.hidden), i),
+            _tensor(MODEL_TENSOR.ATTN_K, (kv, s.hidden), i),
+            _tensor(MODEL_TENSOR.ATTN_V, (kv, s.hidden), i),
+            _tensor(MODEL_TENSOR.ATTN_OUT, (s.hidden, q), i),
+            _tensor(MODEL_TENSOR.ATTN_Q_NORM, (s.head_dim,), i, kind="norm"),
+            _tensor(MODEL_TENSOR.ATTN_K_NORM, (s.head_dim,), i, kind="norm"),
+        ]
+    else:
+        key_dim, value_dim = s.ssm_state * s.ssm_groups, s.ssm_state * s.ssm_v_heads
+        conv_dim = 2 * key_dim + value_dim
+        out += [
+            _tensor(MODEL_TENSOR.ATTN_QKV, (conv_dim, s.hidden), i),
+            _tensor(MODEL_TENSOR.ATTN_GATE, (value_dim, s.hidden), i),
+            _tensor(MODEL_TENSOR.SSM_CONV1D, (conv_dim, s.ssm_conv), i, kind="router"),
+            _tensor(MODEL_TENSOR.SSM_DT, (s.ssm_v_heads,), i, kind="bias"),
+            _tensor(MODEL_TENSOR.SSM_A, (s.ssm_v_heads,), i, kind="decay"),
+            _tensor(MODEL_TENSOR.SSM_BETA, (s.ssm_v_heads, s.hidden), i),
+            _tensor(MODEL_TENSOR.SSM_ALPHA, (s.ssm_v_heads, s.hidden), i),
+            _tensor(MODEL_TENSOR.SSM_NORM, (s.ssm_state,), i, kind="norm"),
+            _tensor(MODEL_TENSOR.SSM_OUT, (s.hidden, value_dim), i),
+        ]
+    out.append(_tensor(MODEL_TENSOR.ATTN_POST_NORM, (s.hidden,), i, kind="norm"))
+    return out + _ffn_tensors(s, i)
+
+
 def _ffn_tensors(s: SyntheticShape, i: int) -> list[_Tensor]:
     if not s.experts:
         return [
@@ -280,15 +333,18 @@ def _ffn_tensors(s: SyntheticShape, i: int) -> list[_Tensor]:
 def _tensor(
     kind_of: MODEL_TENSOR, shape: tuple[int, ...], layer: int = 0, kind: str = "weight"
 ) -> _Tensor:
+    base = TENSOR_NAMES[kind_of].format(bid=layer)
+    if kind_of == MODEL_TENSOR.SSM_A:  # NOTE: llama.cpp names it without a suffix
+        return _Tensor(base, shape, kind)
     suffix = "bias" if kind == "bias" else "weight"
-    return _Tensor(f"{TENSOR_NAMES[kind_of].format(bid=layer)}.{suffix}", shape, kind)
+    return _Tensor(f"{base}.{suffix}", shape, kind)
 
 
 def _check_known(arch: str, tensors: list[_Tensor]) -> None:
     arch_id = next(a for a, n in MODEL_ARCH_NAMES.items() if n == arch)
     known = {TENSOR_NAMES[t] for t in MODEL_TENSORS[arch_id]}
     for t in tensors:
-        base = t.name.rsplit(".", 1)[0]
+        base = t.name.rsplit(".", 1)[0] if t.name.endswith(("weight", "bias")) else t.name
         pattern = base if not base.startswith("blk.") else "blk.{bid}." + base.split(".", 2)[2]
         if pattern not in known:
             raise ValueError(f"{arch} has no tensor {t.name} in gguf-py's constants")

@@ -27,6 +27,20 @@ class SyntheticShape:
     qk_norm: bool = False
     experts: int = 0
     experts_used: int = 0
+    # hybrid (qwen35): linear-attention layers (a gated delta net keeping a recurrent state)
+    # with a full-attention layer every `full_attention_interval`
+    full_attention_interval: int = 0
+    ssm_conv: int = 0  # the causal convolution's kernel
+    ssm_state: int = 0  # head size of the linear attention's keys and values
+    ssm_groups: int = 0  # its key heads
+    ssm_v_heads: int = 0  # its value heads
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.full_attention_interval > 0
+
+    def is_full_attention(self, layer: int) -> bool:
+        return not self.is_hybrid or (layer + 1) % self.full_attention_interval == 0
 
 
 SHAPES: dict[str, SyntheticShape] = {
@@ -89,6 +103,69 @@ SHAPES: dict[str, SyntheticShape] = {
         real_vocab=49152,
         tied_embeddings=True,
         qkv_bias=True,
+    ),
+    # Qwen3.5's text model (its config.json's text_config): 3 gated delta net layers to 1 full
+    # attention (with a gated query), head 256, linear attention heads of 128
+    "qwen3.5-2b": SyntheticShape(
+        arch="qwen35",
+        layers=24,
+        hidden=2048,
+        ffn=6144,
+        heads=8,
+        kv_heads=2,
+        head_dim=256,
+        rope_theta=1e7,
+        rms_eps=1e-6,
+        context_length=262144,
+        real_vocab=248320,
+        tied_embeddings=True,
+        qk_norm=True,
+        full_attention_interval=4,
+        ssm_conv=4,
+        ssm_state=128,
+        ssm_groups=16,
+        ssm_v_heads=16,
+    ),
+    "qwen3.5-9b": SyntheticShape(
+        arch="qwen35",
+        layers=32,
+        hidden=4096,
+        ffn=12288,
+        heads=16,
+        kv_heads=4,
+        head_dim=256,
+        rope_theta=1e7,
+        rms_eps=1e-6,
+        context_length=262144,
+        real_vocab=248320,
+        qk_norm=True,
+        full_attention_interval=4,
+        ssm_conv=4,
+        ssm_state=128,
+        ssm_groups=16,
+        ssm_v_heads=32,
+    ),
+    # loads in a second, for tests of the hybrid paths on a real llama.cpp context: 3 linear
+    # attention layers and 1 full attention layer, as Qwen3.5's 3:1
+    "qwen3.5-tiny": SyntheticShape(
+        arch="qwen35",
+        layers=4,
+        hidden=256,
+        ffn=512,
+        heads=4,
+        kv_heads=2,
+        head_dim=64,
+        rope_theta=1e7,
+        rms_eps=1e-6,
+        context_length=4096,
+        real_vocab=248320,
+        tied_embeddings=True,
+        qk_norm=True,
+        full_attention_interval=4,
+        ssm_conv=4,
+        ssm_state=64,
+        ssm_groups=2,
+        ssm_v_heads=4,
     ),
 }
 

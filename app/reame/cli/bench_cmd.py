@@ -29,6 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def bench(args: argparse.Namespace) -> int:
+    if args.build_only:
+        if not args.synthetic:
+            raise ConfigError("--build-only goes with --synthetic SHAPE")
+        print(bench_settings(args).model_path)
+        return 0
+    if args.step_costs:
+        return bench_step_costs(args)
     if args.structured:
         return structured_cli.bench(args, progress)
     if args.load or args.soak:
@@ -99,4 +106,19 @@ def bench_servers(args: argparse.Namespace) -> int:
         )
     report = http_report.as_json if args.json else http_report.as_table
     print(report(header, figures))
+    return 0
+
+
+def bench_step_costs(args: argparse.Namespace) -> int:
+    from reame.bench.step_costs import as_table, measure
+    from reame.llama import Model
+    from reame.runtime import model_file
+
+    settings = bench_settings(args)
+    with Model(model_file(settings)) as model:
+        name = model.name + (
+            f" (synthetic {args.synthetic}: random weights)" if args.synthetic else ""
+        )
+        costs = measure(model, settings.threads or 2, repeats=max(args.runs, 3))
+    print(as_table(f"{name}, {model.memory_kind}", costs))
     return 0

@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from reame.bench import structured_cli
+from reame.bench.synthetic_shapes import SHAPES
 from reame.cli.common import add_settings_flags
 
 
@@ -19,7 +20,18 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         "--synthetic",
         metavar="SHAPE",
         help="build (once) and bench a random-weight GGUF with a real model's shapes: "
-        "qwen2.5-1.5b, qwen2.5-7b, olmoe-1b-7b",
+        f"{', '.join(SHAPES)}",
+    )
+    p.add_argument(
+        "--step-costs",
+        action="store_true",
+        help="what a verify batch of k tokens and a step of S sequences cost, as multiples of "
+        "a one-token step (where drafts are cheap: a memory-bound model)",
+    )
+    p.add_argument(
+        "--build-only",
+        action="store_true",
+        help="with --synthetic: build the model, print its path on the last line, and stop",
     )
     p.add_argument("--runs", type=int, default=3, help="repetitions; medians are reported")
     p.add_argument("--prompt-tokens", type=int, default=512, help="prompt length for prefill")
