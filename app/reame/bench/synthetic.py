@@ -16,13 +16,11 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import gguf
 import numpy as np
 import structlog
-from gguf.constants import MODEL_ARCH_NAMES, MODEL_TENSOR, MODEL_TENSORS, TENSOR_NAMES
 
 from reame.bench.gguf_tokenizer import (
     tokenizer_fields,
@@ -31,6 +29,7 @@ from reame.bench.gguf_tokenizer import (
     vocab_size,
 )
 from reame.bench.synthetic_shapes import SHAPES, SyntheticShape, shape_of
+from reame.bench.synthetic_tensors import Tensor, tensors
 from reame.errors import ConfigError
 from reame.llama import QUANT_TYPES, quantize_file
 
@@ -51,23 +50,6 @@ _WEIGHT_STD = 0.02
 _SEED = 20240601
 _CHUNK = 1 << 24  # values generated at once: bounds the float32 scratch to 64 MiB
 _GGUF_MAGIC = b"GGUF"
-
-
-@dataclass(frozen=True, slots=True)
-class _Tensor:
-    name: str
-    shape: tuple[int, ...]  # numpy order: the reverse of ggml's ne
-    # "weight": random f16; "router", "bias": random f32; "norm": ones f32; "decay": -1 f32 (a
-    # gated delta net's A, so that its state decays rather than grows)
-    kind: str
-
-    @property
-    def dtype(self) -> type[np.generic]:
-        return np.float16 if self.kind == "weight" else np.float32
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
 
 
 def synthetic_path(name: str, cache_dir: Path, quant: str = "Q4_K_M") -> Path:
@@ -96,7 +78,7 @@ def describe(name: str) -> str:
     """The shape of a synthetic model as one line of text for the bench output."""
     s = shape_of(name)
     vocab = tokenizer_vocab_size()
-    params = sum(int(np.prod(t.shape)) for t in _tensors(s, vocab))
+    params = sum(int(np.prod(t.shape)) for t in tensors(s, vocab))
     if s.experts:
         unused = (s.experts - s.experts_used) * 3 * s.ffn * s.hidden * s.layers
         ffn = f"{s.experts} experts ({s.experts_used} used) of ffn {s.ffn}"
@@ -164,28 +146,28 @@ def write_f16(name: str, shape: SyntheticShape, path: Path, seed: int = _SEED) -
     streaming one tensor at a time so memory stays near the size of the largest tensor."""
     fields = tokenizer_fields(tokenizer_source())
     vocab = vocab_size(fields)
-    tensors = _tensors(shape, vocab)
+    layout = tensors(shape, vocab)
     writer = gguf.GGUFWriter(path, shape.arch)
     try:
         _add_metadata(writer, name, shape)
         for field in fields:
             writer.add_key_value(field.key, field.value, field.vtype, sub_type=field.sub_type)
-        for t in tensors:
+        for t in layout:
             writer.add_tensor_info(t.name, t.shape, np.dtype(t.dtype), t.nbytes)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_ti_data_to_file()
-        _write_tensors(writer, name, tensors, seed)
+        _write_tensors(writer, name, layout, seed)
     finally:
         writer.close()
 
 
-def _write_tensors(writer: gguf.GGUFWriter, name: str, tensors: list[_Tensor], seed: int) -> None:
-    total = sum(t.nbytes for t in tensors)
+def _write_tensors(writer: gguf.GGUFWriter, name: str, layout: list[Tensor], seed: int) -> None:
+    total = sum(t.nbytes for t in layout)
     done = 0
     next_report = 0.0
     started = time.perf_counter()
-    for index, t in enumerate(tensors):
+    for index, t in enumerate(layout):
         writer.write_tensor_data(_values(t, np.random.default_rng([seed, index])))
         done += t.nbytes
         if done / total >= next_report:
@@ -199,7 +181,7 @@ def _write_tensors(writer: gguf.GGUFWriter, name: str, tensors: list[_Tensor], s
             next_report = math.floor(10 * done / total) / 10 + 0.1
 
 
-def _values(t: _Tensor, rng: np.random.Generator) -> np.ndarray:
+def _values(t: Tensor, rng: np.random.Generator) -> np.ndarray:
     if t.kind == "norm":
         return np.ones(t.shape, dtype=np.float32)
     if t.kind == "decay":
@@ -245,106 +227,3 @@ def _add_metadata(writer: gguf.GGUFWriter, name: str, s: SyntheticShape) -> None
         writer.add_ssm_group_count(s.ssm_groups)
         writer.add_ssm_time_step_rank(s.ssm_v_heads)
         writer.add_ssm_inner_size(s.ssm_state * s.ssm_v_heads)
-
-
-def _tensors(s: SyntheticShape, vocab: int) -> list[_Tensor]:
-    """Every tensor llama.cpp's loader for s.arch expects, in numpy shape order."""
-    q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
-    out = [_tensor(MODEL_TENSOR.TOKEN_EMBD, (vocab, s.hidden))]
-    out.append(_tensor(MODEL_TENSOR.OUTPUT_NORM, (s.hidden,), kind="norm"))
-    if not s.tied_embeddings:
-        out.append(_tensor(MODEL_TENSOR.OUTPUT, (vocab, s.hidden)))
-    for i in range(s.layers):
-        out.append(_tensor(MODEL_TENSOR.ATTN_NORM, (s.hidden,), i, kind="norm"))
-        if s.is_hybrid:
-            out += _hybrid_layer(s, i)
-            continue
-        out += [
-            _tensor(MODEL_TENSOR.ATTN_Q, (q, s.hidden), i),
-            _tensor(MODEL_TENSOR.ATTN_K, (kv, s.hidden), i),
-            _tensor(MODEL_TENSOR.ATTN_V, (kv, s.hidden), i),
-        ]
-        if s.qkv_bias:
-            out += [
-                _tensor(MODEL_TENSOR.ATTN_Q, (q,), i, kind="bias"),
-                _tensor(MODEL_TENSOR.ATTN_K, (kv,), i, kind="bias"),
-                _tensor(MODEL_TENSOR.ATTN_V, (kv,), i, kind="bias"),
-            ]
-        if s.qk_norm:
-            out += [
-                _tensor(MODEL_TENSOR.ATTN_Q_NORM, (q,), i, kind="norm"),
-                _tensor(MODEL_TENSOR.ATTN_K_NORM, (kv,), i, kind="norm"),
-            ]
-        out.append(_tensor(MODEL_TENSOR.ATTN_OUT, (s.hidden, q), i))
-        out.append(_tensor(MODEL_TENSOR.FFN_NORM, (s.hidden,), i, kind="norm"))
-        out += _ffn_tensors(s, i)
-    _check_known(s.arch, out)
-    return out
-
-
-def _hybrid_layer(s: SyntheticShape, i: int) -> list[_Tensor]:
-    """A qwen35 layer after its attn_norm: full attention (a gated query: twice the rows) or a
-    gated delta net, then the post-attention norm and the FFN (llama.cpp's qwen35 loader)."""
-    out = []
-    if s.is_full_attention(i):
-        q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
-        out += [
-            _tensor(MODEL_TENSOR.ATTN_Q, (2 * q, s.hidden), i),
-            _tensor(MODEL_TENSOR.ATTN_K, (kv, s.hidden), i),
-            _tensor(MODEL_TENSOR.ATTN_V, (kv, s.hidden), i),
-            _tensor(MODEL_TENSOR.ATTN_OUT, (s.hidden, q), i),
-            _tensor(MODEL_TENSOR.ATTN_Q_NORM, (s.head_dim,), i, kind="norm"),
-            _tensor(MODEL_TENSOR.ATTN_K_NORM, (s.head_dim,), i, kind="norm"),
-        ]
-    else:
-        key_dim, value_dim = s.ssm_state * s.ssm_groups, s.ssm_state * s.ssm_v_heads
-        conv_dim = 2 * key_dim + value_dim
-        out += [
-            _tensor(MODEL_TENSOR.ATTN_QKV, (conv_dim, s.hidden), i),
-            _tensor(MODEL_TENSOR.ATTN_GATE, (value_dim, s.hidden), i),
-            _tensor(MODEL_TENSOR.SSM_CONV1D, (conv_dim, s.ssm_conv), i, kind="router"),
-            _tensor(MODEL_TENSOR.SSM_DT, (s.ssm_v_heads,), i, kind="bias"),
-            _tensor(MODEL_TENSOR.SSM_A, (s.ssm_v_heads,), i, kind="decay"),
-            _tensor(MODEL_TENSOR.SSM_BETA, (s.ssm_v_heads, s.hidden), i),
-            _tensor(MODEL_TENSOR.SSM_ALPHA, (s.ssm_v_heads, s.hidden), i),
-            _tensor(MODEL_TENSOR.SSM_NORM, (s.ssm_state,), i, kind="norm"),
-            _tensor(MODEL_TENSOR.SSM_OUT, (s.hidden, value_dim), i),
-        ]
-    out.append(_tensor(MODEL_TENSOR.ATTN_POST_NORM, (s.hidden,), i, kind="norm"))
-    return out + _ffn_tensors(s, i)
-
-
-def _ffn_tensors(s: SyntheticShape, i: int) -> list[_Tensor]:
-    if not s.experts:
-        return [
-            _tensor(MODEL_TENSOR.FFN_GATE, (s.ffn, s.hidden), i),
-            _tensor(MODEL_TENSOR.FFN_UP, (s.ffn, s.hidden), i),
-            _tensor(MODEL_TENSOR.FFN_DOWN, (s.hidden, s.ffn), i),
-        ]
-    # NOTE: the router is f32 as in real files (convert_hf_to_gguf keeps it f32, unquantized)
-    return [
-        _tensor(MODEL_TENSOR.FFN_GATE_INP, (s.experts, s.hidden), i, kind="router"),
-        _tensor(MODEL_TENSOR.FFN_GATE_EXP, (s.experts, s.ffn, s.hidden), i),
-        _tensor(MODEL_TENSOR.FFN_UP_EXP, (s.experts, s.ffn, s.hidden), i),
-        _tensor(MODEL_TENSOR.FFN_DOWN_EXP, (s.experts, s.hidden, s.ffn), i),
-    ]
-
-
-def _tensor(
-    kind_of: MODEL_TENSOR, shape: tuple[int, ...], layer: int = 0, kind: str = "weight"
-) -> _Tensor:
-    base = TENSOR_NAMES[kind_of].format(bid=layer)
-    if kind_of == MODEL_TENSOR.SSM_A:  # NOTE: llama.cpp names it without a suffix
-        return _Tensor(base, shape, kind)
-    suffix = "bias" if kind == "bias" else "weight"
-    return _Tensor(f"{base}.{suffix}", shape, kind)
-
-
-def _check_known(arch: str, tensors: list[_Tensor]) -> None:
-    arch_id = next(a for a, n in MODEL_ARCH_NAMES.items() if n == arch)
-    known = {TENSOR_NAMES[t] for t in MODEL_TENSORS[arch_id]}
-    for t in tensors:
-        base = t.name.rsplit(".", 1)[0] if t.name.endswith(("weight", "bias")) else t.name
-        pattern = base if not base.startswith("blk.") else "blk.{bid}." + base.split(".", 2)[2]
-        if pattern not in known:
-            raise ValueError(f"{arch} has no tensor {t.name} in gguf-py's constants")
