@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import small_settings
+from reame import metrics
 from reame.bench.synthetic import build_synthetic
 from reame.conclave.convene import convene
 from reame.runtime import Runtime
@@ -54,11 +55,14 @@ def test_greedy_output_with_speculation_on_is_what_it_writes_with_it_off(hybrid:
         archive.add(prompt[-16:] + off[:k] + [101, 202, 303, 404, 505, 606])
     archive.wait_for_index()
     replayed = controller.replayed_tokens
+    exported = metrics.REGISTRY.get_sample_value("reame_rollback_replayed_tokens_total") or 0.0
     on = greedy_tokens(hybrid, prompt, "on")
     assert on == off
     stats = controller.drafters["palimpsest"]
     assert stats.proposed > stats.accepted > 0  # drafts kept and drafts refused...
     assert controller.uses_checkpoints and controller.replayed_tokens > replayed  # ...rolled back
+    now = metrics.REGISTRY.get_sample_value("reame_rollback_replayed_tokens_total")
+    assert now == exported + controller.replayed_tokens - replayed
 
 
 def test_a_prompt_restored_from_a_snapshot_continues_as_a_cold_one(tiny_path: Path) -> None:

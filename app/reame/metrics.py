@@ -124,6 +124,18 @@ SPEC_ACCEPTED = Counter(
 SPEC_LENGTH = Gauge(
     "reame_draft_length", "Drafts in the latest verify run", ["drafter"], registry=REGISTRY
 )
+SPEC_REPLAYED = Counter(
+    "reame_rollback_replayed_tokens",
+    "Kept tokens computed again after a verify run was rolled back to its checkpoint (memory "
+    "that cannot be cut back: hybrid and recurrent models)",
+    registry=REGISTRY,
+)
+SPEC_CHECKPOINT_SECONDS = Histogram(
+    "reame_rollback_checkpoint_seconds",
+    "Saving one sequence's recurrent state before its verify run",
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05),
+    registry=REGISTRY,
+)
 PALIMPSEST_TOKENS = Gauge(
     "reame_palimpsest_tokens",
     "Tokens of earlier generations kept to draft from",

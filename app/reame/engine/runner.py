@@ -34,9 +34,11 @@ class Runner:
             for part in plan.parts:
                 if part.is_verify:
                     out.checkpoints[part.seq.slot] = self.context.checkpoint(part.seq.slot)
-            if out.checkpoints and self._controller is not None:
-                seconds = time.perf_counter() - started
-                self._controller.record_checkpoint(seconds / len(out.checkpoints))
+            if out.checkpoints:
+                seconds = (time.perf_counter() - started) / len(out.checkpoints)
+                metrics.SPEC_CHECKPOINT_SECONDS.observe(seconds)
+                if self._controller is not None:
+                    self._controller.record_checkpoint(seconds)
         tokens, positions, seq_ids, wants = plan.batch()
         started = time.perf_counter()
         self.context.decode(tokens, positions, seq_ids, wants)

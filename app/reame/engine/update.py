@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import structlog
 
+from reame import metrics
 from reame.engine.constrained import mask_at, take_forced
 from reame.engine.kv_context import KVContext
 from reame.engine.outbox import Outbox
@@ -152,6 +153,7 @@ class Update:
             self.context.clear(seq.slot)
             seq.num_computed, seq.chunk_ends = 0, []
             replayed = len(seq.tokens) - 1
+        metrics.SPEC_REPLAYED.inc(replayed)
         if self._spec is not None:
             self._spec.controller.record_replay(replayed)
 
