@@ -36,6 +36,11 @@ from reame.spec.speculation import Speculation
 log = structlog.get_logger("reame.engine")
 
 SWITCH_INTERVAL_SECONDS = 0.001
+# NOTE: llama.cpp computes a gated delta net (Qwen3.5's linear attention) another way for 8 or
+# more tokens of a sequence in one batch: logits differ from one-at-a-time decode by up to 0.34
+# there, and are bit-identical up to 7 (measured on the synthetic Qwen3.5 2B). So on memory that
+# cannot be cut, a verify run (and the replay after a rollback) stays within 7 tokens
+MAX_EXACT_RUN = 7
 
 
 @dataclass(slots=True, frozen=True)
@@ -75,7 +80,9 @@ class Engine:
             context, context_length, on_snapshot is not None, speculation, max_wait_seconds
         )
         if speculation is not None and not context.can_cut:
-            speculation.controller.uses_checkpoints = True
+            controller = speculation.controller
+            controller.uses_checkpoints = True
+            controller.max_length = min(controller.max_length, MAX_EXACT_RUN - 1)
         self.runner = Runner(context, speculation.controller if speculation else None)
         self.update = Update(
             model,
