@@ -360,27 +360,13 @@ class Context:
         return view
 
     def save_state(self, seq_id: int) -> bytearray:
-        """A sequence's KV state (llama_state_seq_get_data), written straight into the buffer
-        that keeps it: a second 30 MB copy, on fresh pages, took as long as the first."""
-        size = lc.llama_state_seq_get_size(self._ptr, seq_id)
-        data = bytearray(size)
-        view = (ctypes.c_uint8 * size).from_buffer(data)
-        written = lc.llama_state_seq_get_data(self._ptr, view, size, seq_id)
-        del view  # NOTE: a bytearray with a live export cannot be resized
-        if written < size:
-            del data[written:]
-        return data
+        """A sequence's KV state (llama_state_seq_get_data)."""
+        return self._read_state(seq_id, 0)
 
     def load_state(self, seq_id: int, data: bytes | bytearray) -> bool:
         """Restore a saved state into a (cleared) sequence; False if llama.cpp refuses it."""
         self.clear(seq_id)
-        # NOTE: llama.cpp only reads the buffer: point it at the bytes, no 30 MB copy
-        if isinstance(data, bytearray):
-            src = (ctypes.c_uint8 * len(data)).from_buffer(data)
-        else:
-            src = ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))
-        ok = lc.llama_state_seq_set_data(self._ptr, src, len(data), seq_id) != 0
-        del src
+        ok = self._write_state(seq_id, data, 0)
         if not ok:
             self.clear(seq_id)
         return ok
@@ -389,25 +375,36 @@ class Context:
         """The part of a sequence's state that cannot be cut back (recurrent layers; nothing
         on a plain KV cache), to return to with `rollback` (LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY,
         as llama.cpp's speculative example checkpoints before a verify batch)."""
-        flags = lc.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
-        size = lc.llama_state_seq_get_size_ext(self._ptr, seq_id, flags)
-        data = bytearray(size)
-        view = (ctypes.c_uint8 * size).from_buffer(data)
-        written = lc.llama_state_seq_get_data_ext(self._ptr, view, size, seq_id, flags)
-        del view
-        if written < size:
-            del data[written:]
-        return data
+        return self._read_state(seq_id, lc.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY)
 
     def rollback(self, seq_id: int, checkpoint: bytearray, position: int) -> bool:
         """Back to a checkpoint taken when the sequence held `position` tokens: its recurrent
         state restored, its KV cells from `position` on removed. False if llama.cpp refuses
         (the sequence must then be computed again)."""
-        flags = lc.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
-        src = (ctypes.c_uint8 * len(checkpoint)).from_buffer(checkpoint)
-        ok = lc.llama_state_seq_set_data_ext(self._ptr, src, len(checkpoint), seq_id, flags) != 0
-        del src
+        ok = self._write_state(seq_id, checkpoint, lc.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY)
         return ok and self.remove(seq_id, position)
+
+    def _read_state(self, seq_id: int, flags: int) -> bytearray:
+        """Written straight into the buffer that keeps it: a second 30 MB copy, on fresh
+        pages, took as long as the first."""
+        size = lc.llama_state_seq_get_size_ext(self._ptr, seq_id, flags)
+        data = bytearray(size)
+        view = (ctypes.c_uint8 * size).from_buffer(data)
+        written = lc.llama_state_seq_get_data_ext(self._ptr, view, size, seq_id, flags)
+        del view  # NOTE: a bytearray with a live export cannot be resized
+        if written < size:
+            del data[written:]
+        return data
+
+    def _write_state(self, seq_id: int, data: bytes | bytearray, flags: int) -> bool:
+        # NOTE: llama.cpp only reads the buffer: point it at the bytes, no 30 MB copy
+        if isinstance(data, bytearray):
+            src = (ctypes.c_uint8 * len(data)).from_buffer(data)
+        else:
+            src = ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))
+        ok = lc.llama_state_seq_set_data_ext(self._ptr, src, len(data), seq_id, flags) != 0
+        del src
+        return ok
 
     def copy(self, source: int, targets: Sequence[int]) -> None:
         """Make each target sequence hold what `source` holds. On a unified KV cache that is
