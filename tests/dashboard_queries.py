@@ -68,7 +68,10 @@ def wait_for_a_scrape(url: str, wait: float = 120) -> None:
     since = time.time()
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        body = httpx.get(f"{url}/api/v1/query", params={"query": "timestamp(up == 1)"}, timeout=10)
+        # NOTE: timestamp() of a selector, not of `up == 1`: an operator's result carries the
+        # query's time, which is always after `since`, so the wait would end at once
+        query = {"query": "timestamp(up) and up == 1"}
+        body = httpx.get(f"{url}/api/v1/query", params=query, timeout=10)
         if any(float(s["value"][1]) > since for s in body.json()["data"]["result"]):
             return
         time.sleep(0.5)
