@@ -102,3 +102,17 @@ def test_build_only_needs_a_shape() -> None:
     from test_cli import assert_one_line_error, reame
 
     assert_one_line_error(reame("bench", "--build-only"), "--build-only goes with --synthetic")
+
+
+def test_a_qwen3_shape_loads_as_qwen3_and_its_memory_can_be_cut(tmp_path: Path) -> None:
+    """Qwen3's per-head query and key norms (head_dim, not the whole q) are what its loader
+    checks: a wrong shape fails to load."""
+    path = build_synthetic("qwen3-tiny", tmp_path, num_threads=2)
+    with Model(path) as model:
+        assert model.architecture == "qwen3" and model.memory_kind == "attention"
+        tokens = model.tokenize("The quick brown fox")
+        with Context(model, ContextShape(64, 16, 1, 1)) as ctx:
+            n = len(tokens)
+            ctx.decode(tokens, list(range(n)), [0] * n, [False] * (n - 1) + [True])
+            assert np.isfinite(ctx.logits(n - 1)).all()
+            assert ctx.can_cut

@@ -68,8 +68,10 @@ def fresh(run: int, mode: str) -> str:
 
 
 class _Bench:
-    def __init__(self, target: Target, log: Callable[[str], None], as_text: bool) -> None:
-        self.target, self.log = target, log
+    def __init__(
+        self, target: Target, log: Callable[[str], None], as_text: bool, answer_tokens: int
+    ) -> None:
+        self.target, self.log, self.answer_tokens = target, log, answer_tokens
         self.request = completion_prompt if as_text else user
         self.answers: dict[str, str] = {}  # prompt -> the answer with speculation off
         self.is_identical = True
@@ -78,14 +80,16 @@ class _Bench:
         return f"{self.target.name} {mode}"
 
     async def ask(self, content: str, mode: str) -> float:
-        t = await self.target.stream(self.request(content), ANSWER_TOKENS, speculation=mode)
+        t = await self.target.stream(
+            self.request(content), self.answer_tokens, speculation=mode
+        )
         self._compare(content, mode, t.text)
         return aggregate_tps([t])
 
     async def ask_together(self, contents: Sequence[str], mode: str) -> float:
         group = await asyncio.gather(
             *(
-                self.target.stream(self.request(c), ANSWER_TOKENS, speculation=mode)
+                self.target.stream(self.request(c), self.answer_tokens, speculation=mode)
                 for c in contents
             )
         )
@@ -119,15 +123,17 @@ async def bench_spec(
     restarts: dict[str, Restart],
     log: Callable[[str], None],
     as_text: bool = False,
+    answer_tokens: int = ANSWER_TOKENS,
 ) -> tuple[dict[str, HttpFigures], dict[str, bool]]:
     """One table per workload, a column per target and mode, ratios against the first;
-    `as_text`: completions of a text prompt (a base model), not chats."""
+    `as_text`: completions of a text prompt (a base model), not chats; `answer_tokens`: at
+    most, an answer."""
     tables: defaultdict[str, Samples] = defaultdict(lambda: defaultdict(dict))
     checks: dict[str, bool] = {}
     columns: list[str] = []
     qs = questions()
     for target in targets:
-        b = _Bench(target, log, as_text)
+        b = _Bench(target, log, as_text, answer_tokens)
         columns += [b.column(m) for m in MODES]
         rep = tables["(a) repeated requests, decode tok/s"]
         if not after_restart:

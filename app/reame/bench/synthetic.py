@@ -1,7 +1,7 @@
 """Synthetic GGUF models: the exact layer shapes of real models, filled with random weights.
 
 No model bigger than 270M parameters can be fetched where Reame is benchmarked, so the bench
-builds GGUF files with the layer shapes of real models (Qwen2.5 1.5B and 7B, OLMoE 1B-7B),
+builds GGUF files with the layer shapes of real models (Qwen2.5, Qwen3, Qwen3.5, OLMoE 1B-7B),
 random weights quantized as the real models are, and a real tokenizer (SmolLM2's). Their cost
 structure (step time, batch cost, prefill, KV state size) is that of the real model.
 

@@ -25,6 +25,7 @@ class SyntheticShape:
     tied_embeddings: bool = False
     qkv_bias: bool = False
     qk_norm: bool = False
+    qk_norm_per_head: bool = False  # one norm of head_dim shared by the heads (Qwen3), not of q
     experts: int = 0
     experts_used: int = 0
     # hybrid (qwen35): linear-attention layers (a gated delta net keeping a recurrent state)
@@ -103,6 +104,55 @@ SHAPES: dict[str, SyntheticShape] = {
         real_vocab=49152,
         tied_embeddings=True,
         qkv_bias=True,
+    ),
+    # Qwen3 (its config.json): Qwen2.5's layout without the qkv bias, with an RMS norm of each
+    # head's query and key
+    "qwen3-8b": SyntheticShape(
+        arch="qwen3",
+        layers=36,
+        hidden=4096,
+        ffn=12288,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        rope_theta=1e6,
+        rms_eps=1e-6,
+        context_length=40960,
+        real_vocab=151936,
+        qk_norm=True,
+        qk_norm_per_head=True,
+    ),
+    "qwen3-1.7b": SyntheticShape(
+        arch="qwen3",
+        layers=28,
+        hidden=2048,
+        ffn=6144,
+        heads=16,
+        kv_heads=8,
+        head_dim=128,
+        rope_theta=1e6,
+        rms_eps=1e-6,
+        context_length=40960,
+        real_vocab=151936,
+        tied_embeddings=True,
+        qk_norm=True,
+        qk_norm_per_head=True,
+    ),
+    "qwen3-tiny": SyntheticShape(
+        arch="qwen3",
+        layers=2,
+        hidden=256,
+        ffn=512,
+        heads=4,
+        kv_heads=2,
+        head_dim=64,
+        rope_theta=1e6,
+        rms_eps=1e-6,
+        context_length=4096,
+        real_vocab=151936,
+        tied_embeddings=True,
+        qk_norm=True,
+        qk_norm_per_head=True,
     ),
     # Qwen3.5's text model (its config.json's text_config): 3 gated delta net layers to 1 full
     # attention (with a gated query), head 256, linear attention heads of 128

@@ -1,5 +1,5 @@
 """The tensors of a synthetic GGUF, by architecture: every one llama.cpp's loader for the shape's
-architecture expects (qwen2, olmoe, qwen35), in numpy shape order (the reverse of ggml's ne)."""
+architecture expects (qwen2, qwen3, olmoe, qwen35), in numpy shape order (the reverse of ggml's ne)."""
 
 from __future__ import annotations
 
@@ -52,9 +52,10 @@ def tensors(s: SyntheticShape, vocab: int) -> list[Tensor]:
                 _tensor(MODEL_TENSOR.ATTN_V, (kv,), i, kind="bias"),
             ]
         if s.qk_norm:
+            q_norm, k_norm = (s.head_dim, s.head_dim) if s.qk_norm_per_head else (q, kv)
             out += [
-                _tensor(MODEL_TENSOR.ATTN_Q_NORM, (q,), i, kind="norm"),
-                _tensor(MODEL_TENSOR.ATTN_K_NORM, (kv,), i, kind="norm"),
+                _tensor(MODEL_TENSOR.ATTN_Q_NORM, (q_norm,), i, kind="norm"),
+                _tensor(MODEL_TENSOR.ATTN_K_NORM, (k_norm,), i, kind="norm"),
             ]
         out.append(_tensor(MODEL_TENSOR.ATTN_OUT, (s.hidden, q), i))
         out.append(_tensor(MODEL_TENSOR.FFN_NORM, (s.hidden,), i, kind="norm"))

@@ -28,7 +28,7 @@ def bench_spec(args: argparse.Namespace) -> int:
     from reame.bench.spec_runner import bench_spec as run_spec
 
     async def run(*common: Any) -> tuple[dict, dict]:
-        return await run_spec(*common, args.completions)
+        return await run_spec(*common, args.completions, args.max_tokens)
 
     # NOTE: in process, an archive of its own, so that the teaching round teaches it
     tables, checks = _bench_restartable(args, "--spec", "palimpsest_dir", run)
