@@ -158,3 +158,33 @@ def test_a_refused_rollback_is_computed_again_not_served(
     monkeypatch.setattr(hybrid.context, "rollback", refuse)
     assert greedy_tokens(hybrid, prompt, "on", 32) == off
     assert refused  # it was asked, refused, and the sequence computed again from its start
+
+
+def test_a_refused_cut_of_the_kv_cache_is_computed_again_not_served(
+    smollm2_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama_memory_seq_rm refusing every cut short of a whole sequence, on a model whose memory
+    could be cut: refused drafts, a resident prompt and a restored prefix are then computed again,
+    and the answers are the model's own."""
+    settings = small_settings(smollm2_path, spec="on", kv_type="q8_0")
+    with Runtime(settings) as runtime:
+        prompt = runtime.service.text_prompt(PROMPT_WORDS)
+        off = greedy_tokens(runtime, prompt, "off", 32)
+        archive = runtime.speculation.palimpsest
+        assert archive is not None
+        archive.add(prompt[-16:] + off[:5] + [111, 222, 333, 444])
+        archive.wait_for_index()
+        context, refused = runtime.context, []
+        cut = context.remove
+
+        def refuse(seq_id: int, start: int = 0, end: int = -1) -> bool:
+            if start > 0:
+                refused.append(start)
+                return False
+            return cut(seq_id, start, end)
+
+        monkeypatch.setattr(context, "remove", refuse)
+        replayed = runtime.speculation.controller.replayed_tokens
+        assert greedy_tokens(runtime, prompt, "on", 32) == off  # drafts refused, then cut
+        assert greedy_tokens(runtime, prompt, "off", 32) == off  # the resident prompt, cut
+        assert refused and runtime.speculation.controller.replayed_tokens > replayed
