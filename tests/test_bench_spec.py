@@ -62,7 +62,10 @@ def test_every_mode_gets_the_repeated_prompts_and_the_ratios_read_against_off() 
     for mode in MODES:
         asked = {c for c, m in target.asked if m == mode}
         assert set(questions()) <= asked and {reworded(q) for q in questions()} <= asked
-    assert checks == {"t: greedy answers identical in every mode": True}
+    assert checks == {
+        "t: greedy answers identical in every mode, one stream at a time": True,
+        "t: greedy answers identical in every mode, 4 streams in one batch": True,
+    }
 
 
 def test_adversarial_prompts_are_never_asked_twice() -> None:
@@ -75,7 +78,10 @@ def test_adversarial_prompts_are_never_asked_twice() -> None:
 
 def test_an_answer_that_changes_with_speculation_fails_the_check() -> None:
     _, checks = run(Speculating("t", wrong_in="auto"))
-    assert checks == {"t: greedy answers identical in every mode": False}
+    assert checks == {
+        "t: greedy answers identical in every mode, one stream at a time": False,
+        "t: greedy answers identical in every mode, 4 streams in one batch": False,
+    }
 
 
 def test_after_a_restart_there_is_no_teaching_round_and_no_restart() -> None:

@@ -127,6 +127,12 @@ class Settings(BaseSettings):
         "auto", description="speculative decoding: auto measures whether it pays here"
     )
     spec_max_draft: int = Field(32, ge=1, le=48, description="longest draft run verified")
+    spec_exact: bool = Field(
+        True,
+        description="verify runs only as long as this machine computes them as it computes one "
+        "token at a time (measured at start), so greedy answers are the same with drafts; false: "
+        "longer runs, whose rounding can change a greedy answer as sharing a batch does",
+    )
     draft_model: str | None = Field(
         None, description="a small model with the same vocabulary to draft from (alias or path)"
     )

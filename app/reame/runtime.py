@@ -162,6 +162,7 @@ class Runtime:
             speculation=self.speculation,
             max_wait_seconds=settings.max_wait_seconds,
             forced_runs=settings.forced_runs,
+            exact_runs=settings.spec_exact,
         )
         if self.cache is not None:
             engine = self.engine

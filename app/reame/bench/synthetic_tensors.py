@@ -1,5 +1,6 @@
 """The tensors of a synthetic GGUF, by architecture: every one llama.cpp's loader for the shape's
-architecture expects (qwen2, qwen3, olmoe, qwen35), in numpy shape order (the reverse of ggml's ne)."""
+architecture expects (qwen2, qwen3, olmoe, qwen35), in numpy shape order (the reverse of ggml's
+ne)."""
 
 from __future__ import annotations
 

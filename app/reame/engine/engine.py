@@ -21,6 +21,7 @@ import structlog
 
 from reame import metrics
 from reame.detokenize import TextStream
+from reame.engine.exact_run import PROBE_LIMIT, longest_exact_run
 from reame.engine.kv_context import KVContext
 from reame.engine.outbox import SnapshotHook
 from reame.engine.request import Finish, FinishEvent, GenerationRequest, Sink
@@ -31,16 +32,16 @@ from reame.engine.update import Update
 from reame.errors import EngineBusyError, EngineFailedError, InvalidRequestError
 from reame.llama import DecodeError, Model
 from reame.sampling import Sampler
+from reame.spec.controller import SpecController
 from reame.spec.speculation import Speculation
 
 log = structlog.get_logger("reame.engine")
 
 SWITCH_INTERVAL_SECONDS = 0.001
-# NOTE: llama.cpp computes a gated delta net (Qwen3.5's linear attention) another way for 8 or
-# more tokens of a sequence in one batch: logits differ from one-at-a-time decode by up to 0.34
-# there, and are bit-identical up to 7 (measured on the synthetic Qwen3.5 2B). So on memory that
-# cannot be cut, a verify run (and the replay after a rollback) stays within 7 tokens
-MAX_EXACT_RUN = 7
+# what the exact-run probe feeds the model: any ids every vocabulary has (the kernels' paths
+# depend on the batch's shape, not on which tokens are in it)
+_PROBE_PROMPT = [2, 3, 4]
+_PROBE_RUN = list(range(10, 10 + PROBE_LIMIT))
 
 
 @dataclass(slots=True, frozen=True)
@@ -65,10 +66,12 @@ class Engine:
         speculation: Speculation | None = None,
         max_wait_seconds: float = 0.0,
         forced_runs: bool = True,
+        exact_runs: bool = True,
     ) -> None:
         """`max_wait_seconds`: a request still waiting for a sequence after this long is refused
         (finish reason "busy"), so no client hangs behind long answers; 0: it waits.
-        `forced_runs`: the tokens a grammar forces go into one step together."""
+        `forced_runs`: the tokens a grammar forces go into one step together. `exact_runs`:
+        verify runs no longer than this machine computes as one-token steps (measured here)."""
         self.model, self.context = model, context
         self.context_length = context_length
         self._max_in_flight = context.shape.num_sequences + max_waiting
@@ -79,10 +82,13 @@ class Engine:
         self.scheduler = Scheduler(
             context, context_length, on_snapshot is not None, speculation, max_wait_seconds
         )
-        if speculation is not None and not context.can_cut:
-            controller = speculation.controller
-            controller.uses_checkpoints = True
-            controller.max_length = min(controller.max_length, MAX_EXACT_RUN - 1)
+        # the longest verify run (and replay after a rollback) whose logits are those of
+        # one-token steps on this machine; PROBE_LIMIT: no difference found that far
+        self.exact_run = PROBE_LIMIT
+        if speculation is not None:
+            speculation.controller.uses_checkpoints = not context.can_cut
+            if exact_runs:
+                self._keep_runs_exact(speculation.controller)
         self.runner = Runner(context, speculation.controller if speculation else None)
         self.update = Update(
             model,
@@ -102,6 +108,16 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name="reame-engine", daemon=True)
 
     # -- called from any thread -------------------------------------------------------------
+
+    def _keep_runs_exact(self, controller: SpecController) -> None:
+        self.exact_run = longest_exact_run(self.context, _PROBE_PROMPT, _PROBE_RUN)
+        if self.exact_run < PROBE_LIMIT:
+            controller.max_length = min(controller.max_length, self.exact_run - 1)
+            log.info(
+                "verify runs kept short: longer batches round otherwise here",
+                max_run=self.exact_run,
+                max_drafts=controller.max_length,
+            )
 
     def start(self) -> None:
         # NOTE: after each llama_decode the engine thread needs the GIL back at once; with the
