@@ -41,6 +41,17 @@ def greedy_tokens(runtime: Runtime, prompt: list[int], speculation: str, n: int 
     return runtime.service.generate(prompt, params)[0]
 
 
+def answer_then_teach_a_wrong_one(runtime: Runtime, prompt: list[int]) -> list[int]:
+    """The greedy answer without drafts; then an archived answer that starts as it does and
+    goes its own way after 5 tokens, so that drafts from it are partly refused."""
+    off = greedy_tokens(runtime, prompt, "off", 32)
+    archive = runtime.speculation.palimpsest
+    assert archive is not None
+    archive.add(prompt[-16:] + off[:5] + [111, 222, 333, 444])
+    archive.wait_for_index()
+    return off
+
+
 def test_the_model_is_known_as_hybrid_and_cannot_be_cut(hybrid: Runtime) -> None:
     assert hybrid.model.memory_kind == "hybrid" and not hybrid.context.can_cut
     # NOTE: how long a verify run may be and round as one-token steps do depends on the machine
@@ -148,11 +159,7 @@ def test_a_refused_rollback_is_computed_again_not_served(
     hybrid: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prompt = hybrid.service.text_prompt(PROMPT_WORDS)
-    off = greedy_tokens(hybrid, prompt, "off", 32)
-    archive = hybrid.speculation.palimpsest
-    assert archive is not None
-    archive.add(prompt[-16:] + off[:5] + [111, 222, 333, 444])
-    archive.wait_for_index()
+    off = answer_then_teach_a_wrong_one(hybrid, prompt)
     refused: list[int] = []
 
     def refuse(seq_id: int, checkpoint: bytearray, position: int) -> bool:
@@ -168,16 +175,12 @@ def test_a_refused_cut_of_the_kv_cache_is_computed_again_not_served(
     smollm2_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """llama_memory_seq_rm refusing every cut short of a whole sequence, on a model whose memory
-    could be cut: refused drafts, a resident prompt and a restored prefix are then computed again,
-    and the answers are the model's own."""
+    could be cut: refused drafts and a resident prompt are then computed again, and the answers
+    are the model's own."""
     settings = small_settings(smollm2_path, spec="on", kv_type="q8_0")
     with Runtime(settings) as runtime:
         prompt = runtime.service.text_prompt(PROMPT_WORDS)
-        off = greedy_tokens(runtime, prompt, "off", 32)
-        archive = runtime.speculation.palimpsest
-        assert archive is not None
-        archive.add(prompt[-16:] + off[:5] + [111, 222, 333, 444])
-        archive.wait_for_index()
+        off = answer_then_teach_a_wrong_one(runtime, prompt)
         context, refused = runtime.context, []
         cut = context.remove
 

@@ -107,8 +107,6 @@ class Engine:
         self._death_hooks: list[Callable[[str], None]] = []
         self._thread = threading.Thread(target=self._run, name="reame-engine", daemon=True)
 
-    # -- called from any thread -------------------------------------------------------------
-
     def _keep_runs_exact(self, controller: SpecController) -> None:
         self.exact_run = longest_exact_run(self.context, _PROBE_PROMPT, _PROBE_RUN)
         if self.exact_run < PROBE_LIMIT:
@@ -118,6 +116,8 @@ class Engine:
                 max_run=self.exact_run,
                 max_drafts=controller.max_length,
             )
+
+    # -- called from any thread -------------------------------------------------------------
 
     def start(self) -> None:
         # NOTE: after each llama_decode the engine thread needs the GIL back at once; with the
