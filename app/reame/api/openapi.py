@@ -111,6 +111,11 @@ def _generation(
     error = c.ref(out.ErrorBody)
     ok = _json(c.ref(response), "The answer; with `stream: true`, server-sent events")
     ok["content"]["text/event-stream"] = {"schema": _event(c, chunk)}
+    ok["headers"]["X-Reame-Route"] = {
+        "description": "What a proxy hashes to keep a conversation on one replica (a chat's, or a "
+        "call's with a session id): reame.route_key, docs/http-api.md",
+        "schema": {"type": "string"},
+    }
     return {
         "post": {
             "operationId": response.__name__[0].lower() + response.__name__[1:],

@@ -44,6 +44,7 @@ from reame.errors import (
     ReameError,
 )
 from reame.preflight import state_problem
+from reame.route_key import route_headers
 from reame.runtime import Runtime
 
 log = structlog.get_logger("reame.api")
@@ -224,15 +225,18 @@ def create_app(
                 "invalid_value",
             )
         call = Call(served, body, session_id, request.ctx.owner)
+        messages = request.json.get("messages") if isinstance(body, ChatRequest) else None
+        route = route_headers(body.model, messages, session_id)
         state.num_active += 1  # NOTE: counted until the last byte, so SIGTERM drains it
         try:
             await call.start()
             if not body.stream:
-                return json(await call.response())
+                return json(await call.response(), headers=route)
             request.ctx.is_stream = True
             response = await request.respond(
                 content_type="text/event-stream",
-                headers={"cache-control": "no-cache", "x-request-id": request.ctx.request_id},
+                headers={"cache-control": "no-cache", "x-request-id": request.ctx.request_id}
+                | route,
             )
             frames = with_heartbeats(call.frames(), settings.sse_heartbeat_seconds)
             async with contextlib.aclosing(frames):  # NOTE: a client gone stops its work now
