@@ -16,7 +16,7 @@ from conftest import small_settings
 from reame.bench.workloads import filler_text
 from reame.cache.disk_tier import SUFFIX
 from reame.cache.file_digest import MEMO_NAME, cached_digest, digest, read_memo, stat_key
-from reame.cache.fingerprint import cache_fingerprint, model_fingerprint
+from reame.cache.fingerprint import build_fingerprint, cache_fingerprint, model_fingerprint
 from reame.engine.request import FinishEvent
 from reame.runtime import Runtime
 from reame.service import Job
@@ -58,6 +58,34 @@ def test_an_edit_in_the_middle_of_the_same_size_changes_the_fingerprint(
     # NOTE: the memo's key holds the ctime, which utime moved on: the edit is seen through it
     assert model_fingerprint(model_copy, state) != first
     assert cache_fingerprint(model_copy, "kv", state) != cache_fingerprint(model_copy, "kv2", state)
+
+
+def test_the_build_and_the_cpu_backend_are_parts_of_the_fingerprint(
+    model_copy: Path, tmp_path: Path
+) -> None:
+    libs = [tmp_path / "libllama.so", tmp_path / "libggml-cpu.so"]
+    for lib in libs:
+        lib.write_bytes(os.urandom(4096))
+    build = build_fingerprint("0.3.36", libs, tmp_path / "state")
+    edit_middle(libs[1])  # the same source compiled otherwise: other bytes
+    assert build_fingerprint("0.3.36", libs, tmp_path / "state") != build
+    assert build_fingerprint("0.3.37", libs, None) != build_fingerprint("0.3.36", libs, None)
+    x86 = cache_fingerprint(model_copy, "kv f16/f16", None, build, "AVX512 = 1")
+    arm = cache_fingerprint(model_copy, "kv f16/f16", None, build, "NEON = 1 | SVE = 1")
+    other_build = cache_fingerprint(model_copy, "kv f16/f16", None, "b2", "AVX512 = 1")
+    assert len({x86.key, arm.key, other_build.key}) == 3
+    assert x86.first_difference(arm.parts) == "backend"
+    assert x86.first_difference(other_build.parts) == "build"
+    assert x86.first_difference(None) == "fingerprint"  # a header of before the parts
+
+
+def test_a_running_server_fingerprints_its_own_build_and_backend(smollm2_path: Path) -> None:
+    from reame.llama import build_identity, cpu_backend
+
+    version, libs = build_identity()
+    assert any(p.name.startswith("libllama") for p in libs)
+    assert "CPU" in cpu_backend()  # llama.cpp's own report of the backend's features
+    assert version
 
 
 def test_an_unchanged_file_is_not_read_again(model_copy: Path, tmp_path: Path) -> None:

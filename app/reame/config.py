@@ -122,6 +122,25 @@ class Settings(BaseSettings):
     prefix_cache_max_snapshots: int = Field(
         4, ge=1, le=64, description="snapshots taken of one prompt at most"
     )
+    shared_store: str | None = Field(
+        None,
+        description="a Valkey or Redis server (redis://host:6379/0) that replicas share "
+        "snapshots and the Palimpsest through, after RAM and disk",
+    )
+    shared_store_timeout_ms: int = Field(
+        250,
+        ge=1,
+        le=10_000,
+        description="longest wait for the shared tier (to connect, or for each reply); past it "
+        "the tier is skipped for 5 s and serving goes on from the local tiers",
+    )
+    shared_store_sync_seconds: float = Field(
+        10.0,
+        ge=0.1,
+        le=3600,
+        description="how often the Palimpsest sends its new answers to the shared tier and reads "
+        "the other replicas'",
+    )
 
     spec: Literal["auto", "on", "off"] = Field(
         "auto", description="speculative decoding: auto measures whether it pays here"
@@ -188,6 +207,15 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_user(cls, path: Path | None) -> Path | None:
         return path.expanduser() if path is not None else None
+
+    @field_validator("shared_store")
+    @classmethod
+    def _store_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(
+                "a redis://, rediss:// or unix:// URL (Valkey and Redis both speak it)"
+            )
+        return url
 
     @field_validator("vote_rules")
     @classmethod

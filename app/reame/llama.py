@@ -81,6 +81,20 @@ def _load_cpu_variants() -> None:
     load(str(lib_dir).encode())
 
 
+def build_identity() -> tuple[str, list[Path]]:
+    """llama-cpp-python's version and the native libraries of this build (what a snapshot's
+    fingerprint hashes: the same source compiled otherwise rounds otherwise)."""
+    lib_dir = Path(lc.__file__).parent / "lib"
+    return lc.__version__, sorted(p for p in lib_dir.glob("lib*.so*") if p.is_file())
+
+
+def cpu_backend() -> str:
+    """The CPU features the loaded backend computes with, as llama.cpp reports them (a
+    portable build picks its variant by the CPU it runs on)."""
+    _init_backend()
+    return lc.llama_print_system_info().decode(errors="replace").strip()
+
+
 _CPU_DEVICE = 0  # GGML_BACKEND_DEVICE_TYPE_CPU
 _extra_buffers: list[str] | None = None
 
@@ -316,7 +330,7 @@ class Context:
         # what a saved sequence state depends on besides the model: a state is only loaded into
         # a context that lays out its KV cache the same way
         self.kv_layout = (
-            f"llama-cpp-python {lc.__version__}; kv {shape.kv_type}/{shape.kv_type}; "
+            f"kv {shape.kv_type}/{shape.kv_type}; "
             f"flash_attn {int(params.flash_attn_type)}; unified {int(shape.is_kv_unified)}"
         )
         self._ptr = ptr

@@ -57,7 +57,7 @@ SESSION_BYTES = Gauge("reame_session_bytes", "Bytes of kept session state", regi
 
 PREFIX_LOOKUPS = Counter(
     "reame_prefix_cache_lookups",
-    "Prefix cache lookups by where the longest prefix was found (ram, disk) or miss",
+    "Prefix cache lookups by where the longest prefix was found (ram, disk, shared) or miss",
     ["result"],
     registry=REGISTRY,
 )
@@ -86,7 +86,9 @@ PREFIX_EVICTIONS = Counter(
 )
 PREFIX_REJECTED = Counter(
     "reame_prefix_cache_rejected_files",
-    "Stored snapshots refused (corrupt, fingerprint, version, tokens) and treated as misses",
+    "Stored snapshots refused and treated as misses: corrupt, version, tokens, missing (a "
+    "shared listing without its blob), or the part of the fingerprint that differs (model, "
+    "build, backend, kv_layout)",
     ["reason"],
     registry=REGISTRY,
 )
@@ -98,6 +100,32 @@ PREFIX_WRITE_DROPS = Counter(
 PREFIX_WRITE_FAILURES = Counter(
     "reame_prefix_cache_write_failures",
     "Snapshot writes the disk refused (full, read-only); serving goes on",
+    registry=REGISTRY,
+)
+
+SHARED_BYTES = Counter(
+    "reame_shared_store_bytes",
+    "Bytes read from and written to the shared tier (snapshots and Palimpsest segments)",
+    ["direction"],
+    registry=REGISTRY,
+)
+SHARED_SECONDS = Histogram(
+    "reame_shared_store_seconds",
+    "Time of one call to the shared tier (lookup: every group of a prompt in one round trip)",
+    ["op"],
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),
+    registry=REGISTRY,
+)
+SHARED_ERRORS = Counter(
+    "reame_shared_store_errors",
+    "Shared tier calls that failed (timeout, connection, response) or were skipped while it "
+    "was down; serving went on from the local tiers",
+    ["reason"],
+    registry=REGISTRY,
+)
+PALIMPSEST_IMPORTED = Counter(
+    "reame_palimpsest_imported_records",
+    "Palimpsest records read from other replicas through the shared tier",
     registry=REGISTRY,
 )
 

@@ -8,14 +8,27 @@ from pathlib import Path
 import structlog
 
 from reame.autotune import Tuned, available_memory, tune, usable_cores
-from reame.cache.fingerprint import cache_fingerprint
+from reame.cache.fingerprint import (
+    Fingerprint,
+    build_fingerprint,
+    cache_fingerprint,
+    model_fingerprint,
+)
 from reame.cache.prefix_cache import CacheConfig, PrefixCache
 from reame.cache.prefix_reuse import PrefixReuse
+from reame.cache.shared_store import SharedStore
 from reame.config import Settings
 from reame.engine.engine import Engine
 from reame.engine.request import FinishEvent, GenerationRequest
 from reame.grammar import Grammars
-from reame.llama import Context, ContextShape, Model, set_llama_log_level
+from reame.llama import (
+    Context,
+    ContextShape,
+    Model,
+    build_identity,
+    cpu_backend,
+    set_llama_log_level,
+)
 from reame.models.gguf_facts import ModelFacts
 from reame.models.resolve import resolve_model
 from reame.service import Service
@@ -23,6 +36,7 @@ from reame.sessions import SessionStore
 from reame.spec.controller import SpecController
 from reame.spec.model_drafter import DraftModel
 from reame.spec.palimpsest import Palimpsest
+from reame.spec.palimpsest_sync import PalimpsestSync
 from reame.spec.speculation import Speculation
 
 log = structlog.get_logger("reame.runtime")
@@ -74,7 +88,22 @@ def sampling_defaults(settings: Settings) -> dict[str, object]:
     return {k: getattr(settings, k) for k in keys}
 
 
-def prefix_cache(settings: Settings, model_path: Path, kv_layout: str) -> PrefixCache | None:
+def shared_store(settings: Settings, model_path: Path) -> SharedStore | None:
+    if settings.shared_store is None:
+        return None
+    model = model_fingerprint(model_path, settings.state_dir)
+    return SharedStore(settings.shared_store, model, settings.shared_store_timeout_ms / 1000)
+
+
+def fingerprint(settings: Settings, model_path: Path, kv_layout: str) -> Fingerprint:
+    version, libraries = build_identity()
+    build = build_fingerprint(version, libraries, settings.state_dir)
+    return cache_fingerprint(model_path, kv_layout, settings.state_dir, build, cpu_backend())
+
+
+def prefix_cache(
+    settings: Settings, model_path: Path, kv_layout: str, shared: SharedStore | None
+) -> PrefixCache | None:
     if not settings.prefix_cache:
         return None
     config = CacheConfig(
@@ -85,12 +114,16 @@ def prefix_cache(settings: Settings, model_path: Path, kv_layout: str) -> Prefix
         min_tokens=settings.prefix_cache_min_tokens,
         max_snapshots=settings.prefix_cache_max_snapshots,
     )
-    return PrefixCache(
-        config, cache_fingerprint(model_path, kv_layout, cache_dir=settings.state_dir)
-    )
+    return PrefixCache(config, fingerprint(settings, model_path, kv_layout), shared)
 
 
-def speculation(settings: Settings, model: Model, tuned: Tuned) -> Speculation:
+def speculation(
+    settings: Settings,
+    model: Model,
+    tuned: Tuned,
+    shared: SharedStore | None = None,
+    syncs: list[PalimpsestSync] | None = None,
+) -> Speculation:
     """The controller and the drafters' shared parts; a draft model of another vocabulary is
     refused here, at start."""
     draft = None
@@ -109,7 +142,11 @@ def speculation(settings: Settings, model: Model, tuned: Tuned) -> Speculation:
         # NOTE: per key, one key's answers must not draft (and so, by their speed, show
         # themselves to) another's: an archive of its own, beside the others
         name = f"{vocabulary}-{scope}" if scope else vocabulary
-        return Palimpsest(settings.palimpsest_path, name, budget)
+        archive = Palimpsest(settings.palimpsest_path, name, budget)
+        if shared is not None and syncs is not None:
+            sync = PalimpsestSync(archive, shared, name, settings.shared_store_sync_seconds)
+            syncs.append(sync.start())
+        return archive
 
     is_per_key = settings.tenancy == "per_key"
     archive = open_archive("") if settings.palimpsest and not is_per_key else None
@@ -142,13 +179,17 @@ class Runtime:
         except Exception:
             self.model.close()
             raise
+        self.shared = shared_store(settings, self.model_path)
+        self.syncs: list[PalimpsestSync] = []
         try:
-            self.speculation = speculation(settings, self.model, self.tuned)
+            self.speculation = speculation(
+                settings, self.model, self.tuned, self.shared, self.syncs
+            )
         except Exception:
             self.context.close()
             self.model.close()
             raise
-        self.cache = prefix_cache(settings, self.model_path, self.context.kv_layout)
+        self.cache = prefix_cache(settings, self.model_path, self.context.kv_layout, self.shared)
         sessions = SessionStore(
             settings.max_sessions, settings.session_memory_mb << 20, settings.session_idle_seconds
         )
@@ -208,6 +249,10 @@ class Runtime:
             return
         if self.cache is not None:
             self.cache.close()  # NOTE: after the engine: its last snapshots still get written
+        for sync in self.syncs:
+            sync.close()
+        if self.shared is not None:
+            self.shared.close()
         if self.speculation.draft_model is not None:
             self.speculation.draft_model.close()
         self.context.close()

@@ -1,14 +1,12 @@
 """The persistent shared-prefix cache: the longest stored prefix of a prompt, from host memory
-(RAM tier) or from disk (shared by the machine's processes), and new prefix states kept for the
-requests that follow. Disk writes run on a background thread with a bounded queue."""
+(RAM tier), from disk (shared by the machine's processes) or from the shared tier (a Valkey or
+Redis server shared by replicas), and new prefix states kept for the requests that follow. Disk
+and shared writes run on a background thread with a bounded queue: the same encoded bytes go to
+disk, then to the shared tier."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import queue
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,21 +15,22 @@ import structlog
 
 from reame import metrics
 from reame.cache.disk_tier import DiskTier
+from reame.cache.fingerprint import Fingerprint
 from reame.cache.keys import group_chain, group_of, prefix_key
 from reame.cache.ram_tier import RamTier
-from reame.cache.snapshot_format import SnapshotError, decode, encode
+from reame.cache.shared_store import SharedStore
+from reame.cache.snapshot_format import SnapshotError, decode
 from reame.cache.snapshot_policy import SnapshotPolicy
+from reame.cache.snapshot_writer import SnapshotWriter, Write
 from reame.engine.request import SavedState
 
 log = structlog.get_logger("reame.cache")
-
-_STOP = object()
 
 
 @dataclass(slots=True, frozen=True)
 class Hit:
     state: SavedState
-    source: str  # "ram" or "disk"
+    source: str  # "ram", "disk" or "shared"
 
 
 @dataclass(slots=True, frozen=True)
@@ -54,30 +53,31 @@ class CacheConfig:
 
 
 class PrefixCache:
-    def __init__(self, config: CacheConfig, fingerprint: str) -> None:
-        self.config, self.fingerprint = config, fingerprint
+    def __init__(
+        self,
+        config: CacheConfig,
+        fingerprint: Fingerprint | str,
+        shared: SharedStore | None = None,
+    ) -> None:
+        if isinstance(fingerprint, str):  # a key alone: no parts to name a mismatch by
+            fingerprint = Fingerprint(fingerprint, {})
+        self.config, self.fingerprint, self.shared = config, fingerprint, shared
         self.policy = SnapshotPolicy(config.min_tokens, config.max_snapshots, config.stride)
         self.ram = RamTier(config.ram_bytes)
         self.disk = (
-            DiskTier(config.directory, fingerprint, config.disk_bytes)
+            DiskTier(config.directory, fingerprint.key, config.disk_bytes)
             if config.directory is not None
             else None
         )
-        self._queue: queue.Queue[object] = queue.Queue(maxsize=config.queue_size)
-        self._queued_bytes = 0
-        self._queued_lock = threading.Lock()
-        self._warned: set[str] = set()
         self._tokens = {"reused": 0, "computed": 0}
-        self._writer: threading.Thread | None = None
         self._ram_evictions_seen = 0
-        self._is_busy: Callable[[], bool] = lambda: False
-        self._hurry = threading.Event()  # a flush or close waits: write at once
-        self._is_closing = False
         if self.disk is not None:
             self.disk.remove_stale_parts()
-            self._writer = threading.Thread(target=self._write_loop, name="reame-cache-writer")
-            self._writer.daemon = True
-            self._writer.start()
+        self.writer = (
+            SnapshotWriter(config, fingerprint, self.disk, shared)
+            if self.disk is not None or shared is not None
+            else None
+        )
 
     # -- lookups (any thread) ---------------------------------------------------------------
 
@@ -101,12 +101,62 @@ class PrefixCache:
     def _find(self, tokens: list[int], scope: str) -> Hit | None:
         chain = group_chain(tokens, scope)
         lowest = group_of(self.config.min_tokens)
+        local = self._find_local(chain, tokens, lowest)
+        floor = len(local.state.tokens) if local is not None else 0
+        if self.shared is None or floor == len(tokens):
+            return local
+        return self._find_shared(chain, tokens, max(lowest, group_of(floor)), floor) or local
+
+    def _find_local(self, chain: list[str], tokens: list[int], lowest: int) -> Hit | None:
         for k in range(len(chain) - 1, lowest - 1, -1):
             group = chain[k]
             for source in ("ram", "disk"):
                 hit = self._find_in(source, group, chain, tokens)
                 if hit is not None:
                     return hit
+        return None
+
+    def _find_shared(
+        self, chain: list[str], tokens: list[int], lowest: int, floor: int
+    ) -> Hit | None:
+        """A prefix longer than `floor` from the shared tier: every group from `lowest` up is
+        listed in one round trip, then the longest that checks out is fetched, checked like a
+        disk file, and kept locally (RAM now, disk by the writer)."""
+        assert self.shared is not None
+        groups = chain[lowest:]
+        found = sorted(
+            (
+                (length, key, group)
+                for group, entries in zip(groups, self.shared.entries(groups), strict=True)
+                for length, key in entries
+                if max(floor + 1, self.config.min_tokens) <= length <= len(tokens)
+                and key == prefix_key(chain, tokens, length)
+            ),
+            reverse=True,
+        )
+        for length, key, group in found:
+            data = self.shared.get(key)
+            if data is None:  # listed, but the server evicted the blob: clean the listing
+                if not self.shared.is_down:
+                    metrics.PREFIX_REJECTED.labels("missing").inc()
+                    self.shared.forget(group, length, key)
+                continue
+            try:
+                state = decode(data, self.fingerprint)
+            except SnapshotError as exc:
+                metrics.PREFIX_REJECTED.labels(exc.reason).inc()
+                log.warning("shared snapshot refused", key=key, reason=str(exc))
+                if exc.reason == "corrupt":  # a foreign one is its writer's; a corrupt one no one's
+                    self.shared.forget(group, length, key, blob_too=True)
+                continue
+            if list(state.tokens) != tokens[:length]:
+                metrics.PREFIX_REJECTED.labels("tokens").inc()
+                continue
+            self.ram.put(group, key, state)
+            self._publish_ram()
+            if self.writer is not None and self.disk is not None:
+                self.writer.enqueue(Write(group, length, key, state, data, to_shared=False))
+            return Hit(state, "shared")
         return None
 
     def _find_in(self, source: str, group: str, chain: list[str], tokens: list[int]) -> Hit | None:
@@ -168,24 +218,8 @@ class PrefixCache:
         group, key = chain[group_of(length)], prefix_key(chain, tokens, length)
         self.ram.put(group, key, state)
         self._publish_ram()
-        if self.disk is None:
-            return
-        size = len(state.data)
-        with self._queued_lock:
-            if self._queued_bytes + size > self.config.queue_bytes:
-                metrics.PREFIX_WRITE_DROPS.inc()
-                return
-            try:
-                self._queue.put_nowait((self.disk.path(group, length, key), state))
-            except queue.Full:
-                metrics.PREFIX_WRITE_DROPS.inc()
-                return
-            self._queued_bytes += size
-
-    @property
-    def queued_bytes(self) -> int:
-        """Bytes of states waiting for the disk writer."""
-        return self._queued_bytes
+        if self.writer is not None:
+            self.writer.enqueue(Write(group, length, key, state))
 
     def _publish_ram(self) -> None:
         metrics.PREFIX_BYTES.labels("ram").set(self.ram.num_bytes)
@@ -196,86 +230,21 @@ class PrefixCache:
         metrics.PREFIX_EVICTIONS.labels("ram").inc(evicted)
 
     def defer_writes_while(self, is_busy: Callable[[], bool]) -> None:
-        """Disk writes wait until `is_busy()` (the engine is computing) has been false for a
-        while, up to max_write_delay."""
-        self._is_busy = is_busy
+        """Disk and shared writes wait until `is_busy()` (the engine is computing) has been
+        false for a while, up to max_write_delay."""
+        if self.writer is not None:
+            self.writer.is_busy = is_busy
 
-    def _wait_for_quiet(self) -> None:
-        """Until the engine has been idle for write_quiet seconds: a client that sends its next
-        request at once (the next turn, the next question) must not meet the compression."""
-        deadline = time.monotonic() + self.config.max_write_delay
-        quiet_since: float | None = None
-        while not self._hurry.is_set() and (now := time.monotonic()) < deadline:
-            if self._is_busy():
-                quiet_since = None
-            elif quiet_since is None:
-                quiet_since = now
-            elif now - quiet_since >= self.config.write_quiet:
-                return
-            self._hurry.wait(0.05)
-
-    def _write_loop(self) -> None:
-        assert self.disk is not None
-        # NOTE: compressing and writing 30 MB must not take a core from the decode threads on a
-        # 2-core machine: on Linux a thread has its own nice value
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        while True:
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            if isinstance(item, _FlushMark):
-                if self._queue.empty() and not self._is_closing:
-                    self._hurry.clear()
-                item.done.set()
-                continue
-            path, state = item  # type: ignore[misc]
-            try:
-                self._write_one(path, state)
-            finally:
-                with self._queued_lock:
-                    self._queued_bytes -= len(state.data)
-
-    def _write_one(self, path: Path, state: SavedState) -> None:
-        assert self.disk is not None
-        self._wait_for_quiet()
-        try:
-            if not path.exists():
-                self.disk.write(
-                    path, encode(state, self.fingerprint, self.config.compression_level)
-                )
-            removed, total = self.disk.evict()
-            metrics.PREFIX_EVICTIONS.labels("disk").inc(removed)
-            metrics.PREFIX_BYTES.labels("disk").set(total)
-        except OSError as exc:
-            metrics.PREFIX_WRITE_FAILURES.inc()
-            if exc.strerror not in self._warned:  # NOTE: once per cause, not per snapshot
-                self._warned.add(exc.strerror or "")
-                log.warning(
-                    "prefix cache cannot write; serving goes on without it",
-                    directory=str(self.disk.root),
-                    error=exc.strerror or str(exc),
-                )
-        except Exception:  # never let one snapshot stop the writer
-            log.exception("prefix cache write failed")
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of states waiting for the writer."""
+        return self.writer.queued_bytes if self.writer is not None else 0
 
     def flush(self, timeout: float = 30.0) -> None:
-        """Wait until queued snapshots are on disk (tests, shutdown)."""
-        if self._writer is None or not self._writer.is_alive():
-            return
-        done = threading.Event()
-        self._hurry.set()
-        self._queue.put(_FlushMark(done))
-        done.wait(timeout)
+        """Wait until queued snapshots are written (tests, shutdown)."""
+        if self.writer is not None:
+            self.writer.flush(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
-        self._is_closing = True
-        self._hurry.set()
-        if self._writer is not None and self._writer.is_alive():
-            self._queue.put(_STOP)
-            self._writer.join(timeout)
-
-
-@dataclass(slots=True, frozen=True)
-class _FlushMark:
-    done: threading.Event
+        if self.writer is not None:
+            self.writer.close(timeout)

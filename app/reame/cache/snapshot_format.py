@@ -2,11 +2,12 @@
 
     magic (8) | header length (4) | header JSON | token ids (int32) | blake2b-16 | zstd(state)
 
-The header carries the format version, the fingerprint (model file, llama.cpp build, KV layout),
-the token count and the sizes. The blake2b checksum covers every byte before it; the zstd frame
-carries its own checksum (XXH64) of the state, checked as it decompresses. Together they cover
-the whole file, and reading a 30 MB state costs one fast pass instead of a slow hash over all of
-it. Anything that does not check out raises SnapshotError, which the cache counts as a miss.
+The header carries the format version, the fingerprint (model file, llama.cpp build, CPU
+backend, KV layout) with its parts, the token count and the sizes. The blake2b checksum covers
+every byte before it; the zstd frame carries its own checksum (XXH64) of the state, checked as
+it decompresses. Together they cover the whole file, and reading a 30 MB state costs one fast
+pass instead of a slow hash over all of it. Anything that does not check out raises
+SnapshotError, which the cache counts as a miss.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from array import array
 
 import zstandard
 
+from reame.cache.fingerprint import Fingerprint
 from reame.engine.request import SavedState
 
 MAGIC = b"REAMEKV\x01"
@@ -36,18 +38,18 @@ def _checksum(data: bytes | memoryview) -> bytes:
     return hashlib.blake2b(data, digest_size=_CHECKSUM_BYTES).digest()
 
 
-def encode(snapshot: SavedState, fingerprint: str, level: int = 3) -> bytes:
+def encode(snapshot: SavedState, fingerprint: str | Fingerprint, level: int = 3) -> bytes:
     compressed = zstandard.ZstdCompressor(level=level, write_checksum=True).compress(snapshot.data)
-    header = json.dumps(
-        {
-            "version": FORMAT_VERSION,
-            "fingerprint": fingerprint,
-            "num_tokens": len(snapshot.tokens),
-            "state_bytes": len(snapshot.data),
-            "compressed_bytes": len(compressed),
-        },
-        separators=(",", ":"),
-    ).encode()
+    fields: dict[str, object] = {
+        "version": FORMAT_VERSION,
+        "fingerprint": _key(fingerprint),
+        "num_tokens": len(snapshot.tokens),
+        "state_bytes": len(snapshot.data),
+        "compressed_bytes": len(compressed),
+    }
+    if isinstance(fingerprint, Fingerprint):
+        fields["parts"] = fingerprint.parts
+    header = json.dumps(fields, separators=(",", ":")).encode()
     head = b"".join(
         (MAGIC, len(header).to_bytes(4, "little"), header, array("i", snapshot.tokens).tobytes())
     )
@@ -69,7 +71,11 @@ def read_header(data: bytes) -> dict:
     return header
 
 
-def decode(data: bytes, fingerprint: str) -> SavedState:
+def _key(fingerprint: str | Fingerprint) -> str:
+    return fingerprint.key if isinstance(fingerprint, Fingerprint) else fingerprint
+
+
+def decode(data: bytes, fingerprint: str | Fingerprint) -> SavedState:
     """Checks the sizes and the header's checksum, then the version and fingerprint, then the
     zstd frame's header against the file's, then the state's own checksum as it decompresses."""
     view = memoryview(data)
@@ -93,8 +99,13 @@ def decode(data: bytes, fingerprint: str) -> SavedState:
         raise SnapshotError("corrupt", "checksum mismatch")
     if header.get("version") != FORMAT_VERSION:
         raise SnapshotError("version", f"format version {header.get('version')}")
-    if header.get("fingerprint") != fingerprint:
-        raise SnapshotError("fingerprint", "computed by another model, build or KV layout")
+    if header.get("fingerprint") != _key(fingerprint):
+        reason = "fingerprint"
+        if isinstance(fingerprint, Fingerprint):
+            reason = fingerprint.first_difference(header.get("parts"))
+        raise SnapshotError(
+            reason, f"computed by another model, build, CPU backend or KV layout ({reason})"
+        )
     tokens = array("i")
     tokens.frombytes(view[start:tokens_end])
     # NOTE: the frame's header is not covered by its checksum, and zstd allocates the content

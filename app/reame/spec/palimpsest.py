@@ -5,13 +5,18 @@ never write the same file), each a run of records (palimpsest_records.py), each 
 one write() call: a process killed in the middle leaves at most a short tail, which readers stop
 before (and read once it is whole, if its writer is alive). A complete record whose checksum
 fails sets the file aside (renamed *.bad) and its records are dropped. Within `max_bytes`, the
-segment used longest ago goes first. Files are 0600, directories 0700.
+segment used longest ago goes first. Files are 0600, directories 0700. With a shared tier
+(palimpsest_sync.py), segments also go to and come from other replicas: a peer's is kept in
+memory only, read on from where it was read last.
 
 In memory: every record once, in one token array (a separator between records; a segment only
 knows where its records lie in it), looked up by an ArchiveIndex (palimpsest_index.py). An
 evicted segment's tokens are overwritten with separators (nothing drafts from them) and the
 array is compacted once they are a quarter of it. `max_resident_bytes` (default: max_bytes)
 bounds what the live records cost in memory: their tokens and index entries.
+
+About 380 lines: one lock guards the token array and every segment in it, whether it came from
+this process, a file of another, or a peer, so all that changes them is here.
 """
 
 from __future__ import annotations
@@ -31,7 +36,15 @@ from reame import metrics
 from reame.cache.private_files import make_dirs, make_private
 from reame.spec.ngram_index import SEPARATOR
 from reame.spec.palimpsest_index import INDEX_ENTRY_BYTES, SIZES, ArchiveIndex
-from reame.spec.palimpsest_records import CorruptSegment, append_record, read_segment, segment_name
+from reame.spec.palimpsest_records import (
+    SEALED,
+    CorruptSegment,
+    append_record,
+    encode_record,
+    read_records,
+    read_segment,
+    segment_name,
+)
 
 log = structlog.get_logger("reame.palimpsest")
 
@@ -44,7 +57,8 @@ _BULK_TOKENS = 4096  # more read at once than this: indexed by a build, not the 
 
 @dataclass(slots=True)
 class _Segment:
-    path: Path
+    name: str
+    path: Path | None  # None: another replica's, read from the shared tier
     offset: int = 0  # bytes read so far (whole records only)
     # (start, length) of its records in the token array
     spans: list[tuple[int, int]] = field(default_factory=list)
@@ -83,6 +97,13 @@ class Palimpsest:
         self._starts: list[int] = []
         self._owners: list[_Segment] = []
         self._last_refresh = 0.0
+        # for the shared tier (palimpsest_sync.py), once one is attached: what this process
+        # wrote, sealed and evicted since the last sync; the peers' segments it evicted
+        self.shares = False
+        self._exports: list[tuple[str, bytes]] = []
+        self._sealed: dict[str, int] = {}
+        self._removed: list[str] = []
+        self._forgotten: set[str] = set()
         self.num_set_aside = 0
         self.num_write_failures = 0
         if self.directory is not None:
@@ -137,9 +158,11 @@ class Palimpsest:
 
     def _own_segment(self) -> _Segment:
         if self._own is None or self._own.offset >= self.segment_bytes:
+            if self._own is not None and self.shares:
+                self._sealed[self._own.name] = self._own.offset
             name = segment_name()
             directory = self.directory if self.directory is not None else Path(".")
-            self._own = _Segment(directory / name, last_used=time.time())
+            self._own = _Segment(name, directory / name, last_used=time.time())
             self._segments[name] = self._own
         return self._own
 
@@ -162,10 +185,15 @@ class Palimpsest:
             self._index.add(record, base)
 
     def _write(self, record: np.ndarray, seg: _Segment) -> None:
+        data = encode_record(record.tolist())
+        if self.shares:
+            self._exports.append((seg.name, data))
         if self.directory is None:
+            seg.offset += len(data)
             return
         try:
-            seg.offset += append_record(seg.path, record.tolist())
+            assert seg.path is not None
+            seg.offset += append_record(seg.path, data)
         except OSError as exc:
             self.num_write_failures += 1
             if self.num_write_failures == 1:
@@ -212,16 +240,16 @@ class Palimpsest:
                 names = {p.name for p in self.directory.glob("*.pal")}
             except OSError:
                 return
-            for name in list(self._segments):
-                if name not in names:
+            for name, seg in list(self._segments.items()):
+                if name not in names and seg.path is not None:
                     self._drop(name)  # evicted by another process
             read = 0
             for name in sorted(names):
                 seg = self._segments.get(name)
-                if seg is not None and seg is self._own:
+                if seg is not None and (seg is self._own or seg.path is None):
                     continue
                 if seg is None:
-                    seg = self._segments[name] = _Segment(self.directory / name)
+                    seg = self._segments[name] = _Segment(name, self.directory / name)
                 read += self._read(seg)
             self._evict()
             if read > _BULK_TOKENS or (read and not background):
@@ -230,6 +258,7 @@ class Palimpsest:
 
     def _read(self, seg: _Segment) -> int:
         """Tokens read."""
+        assert seg.path is not None
         try:
             records, consumed, modified = read_segment(seg.path, seg.offset)
         except OSError:
@@ -269,9 +298,14 @@ class Palimpsest:
             if total <= self.max_bytes and self.live_bytes <= self.max_resident_bytes:
                 break
             seg = self._segments[name]
-            if self.directory is not None:
-                with contextlib.suppress(OSError):
-                    seg.path.unlink()
+            if seg.path is None:
+                self._forgotten.add(name)  # a peer's: not read again
+            else:
+                if self.directory is not None:
+                    with contextlib.suppress(OSError):
+                        seg.path.unlink()
+                if self.shares:
+                    self._removed.append(name)
             total -= seg.offset
             self._drop(name)
         if self._dead_tokens > max(_BULK_TOKENS, (self._live_tokens + self._dead_tokens) // 4):
@@ -279,6 +313,60 @@ class Palimpsest:
 
     def _publish(self) -> None:
         metrics.PALIMPSEST_RESIDENT_BYTES.set(self.resident_bytes)
+
+    # -- the shared tier (called by palimpsest_sync.py on its own thread) ------------------
+
+    def take_exports(self) -> tuple[list[tuple[str, bytes]], dict[str, int], list[str]]:
+        """What to send: records written (segment name, bytes), segments sealed, removed."""
+        with self._lock:
+            out = (self._exports, self._sealed, self._removed)
+            self._exports, self._sealed, self._removed = [], {}, []
+            return out
+
+    def peer_offsets(self, listed: dict[str, str]) -> dict[str, int]:
+        """Of the listed segments, those to read from the tier, and how far each was read: not
+        this machine's files (read from disk), not the evicted."""
+        with self._lock:
+            out = {}
+            for name, status in listed.items():
+                seg = self._segments.get(name)
+                if seg is None and name not in self._forgotten:
+                    out[name] = 0
+                elif seg is not None and seg.path is None and not _read_whole(seg, status):
+                    out[name] = seg.offset
+            return out
+
+    def import_peer(self, name: str, data: bytes) -> int:
+        """A peer's segment bytes from where it was read last; the records imported. A record
+        that does not check out sets the segment aside (it is not read again)."""
+        with self._lock:
+            seg = self._segments.get(name)
+            if seg is None:
+                seg = self._segments[name] = _Segment(name, None, last_used=time.time())
+            try:
+                records, consumed = read_records(data, 0)
+            except CorruptSegment as exc:
+                self.num_set_aside += 1
+                log.warning("palimpsest segment of a peer refused", segment=name, reason=str(exc))
+                self._drop(name)
+                self._forgotten.add(name)
+                return 0
+            seg.offset += consumed
+            bulk = sum(r.size for r in records) > _BULK_TOKENS
+            for record in records:
+                self._append(record, seg, bulk=bulk)
+            self._evict()
+            if bulk:
+                self._index.build(True)
+        self._publish()
+        return len(records)
+
+    def drop_peers(self, listed: dict[str, str]) -> None:
+        """Peers' segments no longer listed: evicted by their writer or by the server."""
+        with self._lock:
+            for name, seg in list(self._segments.items()):
+                if seg.path is None and name not in listed:
+                    self._drop(name)
 
     # -- figures -----------------------------------------------------------------------------
 
@@ -300,3 +388,8 @@ class Palimpsest:
         """What the archive holds in memory now: the token array (its room to grow too), the
         indexes, the recent dicts, the record table."""
         return self._buffer.nbytes + self._index.resident_bytes + len(self._starts) * 16
+
+
+def _read_whole(seg: _Segment, status: str) -> bool:
+    """A sealed segment read to its end: immutable, nothing more to ask for."""
+    return status.startswith(SEALED) and seg.offset >= int(status[len(SEALED) :] or 0)

@@ -23,6 +23,7 @@ import numpy as np
 from reame.cache.private_files import open_append
 
 _HEAD = struct.Struct("<4sII")
+SEALED = "sealed:"  # a shared segment's status once its writer started another: "sealed:<bytes>"
 _MAGIC = b"PALR"
 
 
@@ -62,10 +63,9 @@ def segment_name() -> str:
     return f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.pal"
 
 
-def append_record(path: Path, tokens: Sequence[int]) -> int:
-    """Append one record in one write() call (a kill leaves at most a short tail); the bytes
-    written. Raises OSError, a short write too."""
-    data = encode_record(tokens)
+def append_record(path: Path, data: bytes) -> int:
+    """Append one encoded record in one write() call (a kill leaves at most a short tail); the
+    bytes written. Raises OSError, a short write too."""
     fd = open_append(path)
     try:
         written = os.write(fd, data)

@@ -1,0 +1,176 @@
+"""The prefix cache's background writer: each state is encoded once, written to disk, then the
+same bytes to the shared tier. A bounded queue (in items and in bytes): a state offered while
+the writer is behind is dropped and counted, never waited for."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from reame import metrics
+from reame.cache.disk_tier import DiskTier
+from reame.cache.fingerprint import Fingerprint
+from reame.cache.shared_store import SharedStore
+from reame.cache.snapshot_format import encode
+from reame.engine.request import SavedState
+
+if TYPE_CHECKING:
+    from reame.cache.prefix_cache import CacheConfig
+
+log = structlog.get_logger("reame.cache")
+
+_STOP = object()
+
+
+@dataclass(slots=True, frozen=True)
+class Write:
+    """A state for the writer; `data`: its encoded bytes, when they came that way (a shared
+    hit kept on disk)."""
+
+    group: str
+    length: int
+    key: str
+    state: SavedState
+    data: bytes | None = None
+    to_shared: bool = True
+
+
+@dataclass(slots=True, frozen=True)
+class _FlushMark:
+    done: threading.Event
+
+
+class SnapshotWriter:
+    def __init__(
+        self,
+        config: CacheConfig,
+        fingerprint: Fingerprint,
+        disk: DiskTier | None,
+        shared: SharedStore | None,
+    ) -> None:
+        self.config, self.fingerprint, self.disk, self.shared = config, fingerprint, disk, shared
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=config.queue_size)
+        self._queued_bytes = 0
+        self._queued_lock = threading.Lock()
+        self._warned: set[str] = set()
+        # writes wait while this says the engine computes (see _wait_for_quiet)
+        self.is_busy: Callable[[], bool] = lambda: False
+        self._hurry = threading.Event()  # a flush or close waits: write at once
+        self._is_closing = False
+        self._thread = threading.Thread(target=self._write_loop, name="reame-cache-writer")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def enqueue(self, item: Write) -> None:
+        size = len(item.state.data)
+        with self._queued_lock:
+            if self._queued_bytes + size > self.config.queue_bytes:
+                metrics.PREFIX_WRITE_DROPS.inc()
+                return
+            try:
+                self._queue.put_nowait(item)
+            except queue.Full:
+                metrics.PREFIX_WRITE_DROPS.inc()
+                return
+            self._queued_bytes += size
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
+
+    def _wait_for_quiet(self) -> None:
+        """Until the engine has been idle for write_quiet seconds: a client that sends its next
+        request at once (the next turn, the next question) must not meet the compression."""
+        deadline = time.monotonic() + self.config.max_write_delay
+        quiet_since: float | None = None
+        while not self._hurry.is_set() and (now := time.monotonic()) < deadline:
+            if self.is_busy():
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now
+            elif now - quiet_since >= self.config.write_quiet:
+                return
+            self._hurry.wait(0.05)
+
+    def _write_loop(self) -> None:
+        # NOTE: compressing and writing 30 MB must not take a core from the decode threads on a
+        # 2-core machine: on Linux a thread has its own nice value
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            if isinstance(item, _FlushMark):
+                if self._queue.empty() and not self._is_closing:
+                    self._hurry.clear()
+                item.done.set()
+                continue
+            assert isinstance(item, Write)
+            try:
+                self._write_one(item)
+            finally:
+                with self._queued_lock:
+                    self._queued_bytes -= len(item.state.data)
+
+    def _write_one(self, item: Write) -> None:
+        self._wait_for_quiet()
+        data = item.data
+        try:
+            if self.disk is not None:
+                data = self._to_disk(item, data)
+            if item.to_shared and self.shared is not None:  # even when the disk refused
+                self.shared.put(item.group, item.length, item.key, data or self._encode(item.state))
+        except Exception:  # never let one snapshot stop the writer
+            log.exception("prefix cache write failed")
+
+    def _to_disk(self, item: Write, data: bytes | None) -> bytes | None:
+        """Writes the file unless it is there; the bytes written (or read back, for the shared
+        tier), None if the disk refused."""
+        assert self.disk is not None
+        path = self.disk.path(item.group, item.length, item.key)
+        try:
+            if not path.exists():
+                data = data or self._encode(item.state)
+                self.disk.write(path, data)
+            elif data is None and item.to_shared and self.shared is not None:
+                data = self.disk.read(path)  # written before: its bytes for the shared tier
+            removed, total = self.disk.evict()
+            metrics.PREFIX_EVICTIONS.labels("disk").inc(removed)
+            metrics.PREFIX_BYTES.labels("disk").set(total)
+        except OSError as exc:
+            metrics.PREFIX_WRITE_FAILURES.inc()
+            if exc.strerror not in self._warned:  # NOTE: once per cause, not per snapshot
+                self._warned.add(exc.strerror or "")
+                log.warning(
+                    "prefix cache cannot write; serving goes on without it",
+                    directory=str(self.disk.root),
+                    error=exc.strerror or str(exc),
+                )
+        return data
+
+    def _encode(self, state: SavedState) -> bytes:
+        return encode(state, self.fingerprint, self.config.compression_level)
+
+    def flush(self, timeout: float = 30.0) -> None:
+        if not self._thread.is_alive():
+            return
+        done = threading.Event()
+        self._hurry.set()
+        self._queue.put(_FlushMark(done))
+        done.wait(timeout)
+
+    def close(self, timeout: float = 30.0) -> None:
+        self._is_closing = True
+        self._hurry.set()
+        if self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join(timeout)
