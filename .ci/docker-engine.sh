@@ -2,14 +2,16 @@
 # A Docker engine on a machine that reaches Debian's mirror and PyPI but no container registry:
 # dockerd from Debian's docker.io, and debian:bookworm-slim made locally with debootstrap and
 # imported under that exact name, so docker/Dockerfile builds unchanged. Also Prometheus from
-# Debian (the dashboard test scrapes a real Reame with it). Idempotent.
+# Debian (the dashboard test scrapes a real Reame with it), and redis-server and HAProxy (the
+# shared tier's and the cluster's tests run them on loopback). Idempotent.
 set -euo pipefail
 
 if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null \
-    || ! command -v prometheus >/dev/null; then
+    || ! command -v prometheus >/dev/null || ! command -v redis-server >/dev/null \
+    || ! command -v haproxy >/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        docker.io debootstrap prometheus iptables ca-certificates >/dev/null
+        docker.io debootstrap prometheus redis-server haproxy iptables ca-certificates >/dev/null
 fi
 
 # NOTE: Debian's client (20.10) builds with the engine's own BuildKit; a newer client on PATH
