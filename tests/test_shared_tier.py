@@ -143,6 +143,9 @@ def test_a_foreign_entry_is_a_miss_counted_by_what_differs(url: str, server: Red
         refused = count(metrics.PREFIX_REJECTED, part)
         assert x86.lookup(tokens) is None
         assert count(metrics.PREFIX_REJECTED, part) == refused + 1
+        read = count(metrics.SHARED_BYTES, "read")
+        assert x86.lookup(tokens) is None
+        assert count(metrics.SHARED_BYTES, "read") == read  # refused once, not fetched again
         x86.offer(state_of(tokens[:512]))
         x86.flush()  # NX: the first writer's entry stays, so the two kinds do not fight
         assert server.client().get(blob_key(tokens, 512)) is not None

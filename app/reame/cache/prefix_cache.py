@@ -26,6 +26,8 @@ from reame.engine.request import SavedState
 
 log = structlog.get_logger("reame.cache")
 
+MAX_FOREIGN = 4096
+
 
 @dataclass(slots=True, frozen=True)
 class Hit:
@@ -71,6 +73,7 @@ class PrefixCache:
         )
         self._tokens = {"reused": 0, "computed": 0}
         self._ram_evictions_seen = 0
+        self._foreign: set[str] = set()  # shared entries of another kind of replica
         if self.disk is not None:
             self.disk.remove_stale_parts()
         self.writer = (
@@ -130,6 +133,7 @@ class PrefixCache:
                 for group, entries in zip(groups, self.shared.entries(groups), strict=True)
                 for length, key in entries
                 if max(floor + 1, self.config.min_tokens) <= length <= len(tokens)
+                and key not in self._foreign
                 and key == prefix_key(chain, tokens, length)
             ),
             reverse=True,
@@ -148,6 +152,8 @@ class PrefixCache:
                 log.warning("shared snapshot refused", key=key, reason=str(exc))
                 if exc.reason == "corrupt":  # a foreign one is its writer's; a corrupt one no one's
                     self.shared.forget(group, length, key, blob_too=True)
+                elif len(self._foreign) < MAX_FOREIGN:  # NOTE: not fetched again, every request
+                    self._foreign.add(key)
                 continue
             if list(state.tokens) != tokens[:length]:
                 metrics.PREFIX_REJECTED.labels("tokens").inc()
