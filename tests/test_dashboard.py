@@ -195,9 +195,14 @@ def test_grafana_and_prometheus_find_what_compose_mounts() -> None:
     assert source["url"] == "http://prometheus:9090"
     config_flag = f"--config.file={prometheus['docker/prometheus/prometheus.yml']}"
     assert config_flag in services["prometheus"]["command"]
-    (job,) = load_yaml(PROMETHEUS_CONFIG)["scrape_configs"]
-    assert job["static_configs"] == [{"targets": ["reame:8000"]}]
-    assert job.get("metrics_path", "/metrics") == "/metrics"
+    jobs = {job["job_name"]: job for job in load_yaml(PROMETHEUS_CONFIG)["scrape_configs"]}
+    assert jobs["reame"]["static_configs"] == [{"targets": ["reame:8000"]}]
+    assert all(job.get("metrics_path", "/metrics") == "/metrics" for job in jobs.values())
+    # the cluster profile's services, found by name through Docker's DNS
+    found = {
+        job["dns_sd_configs"][0]["names"][0]: name for name, job in jobs.items() if name != "reame"
+    }
+    assert {"replica", "haproxy"} == set(found) and {"replica", "haproxy"} <= set(services)
     assert load_yaml(PROMETHEUS_CONFIG)["global"]["scrape_interval"] == "5s"
 
 
