@@ -12,7 +12,6 @@ from reame.cache.fingerprint import (
     Fingerprint,
     build_fingerprint,
     cache_fingerprint,
-    model_fingerprint,
 )
 from reame.cache.prefix_cache import CacheConfig, PrefixCache
 from reame.cache.prefix_reuse import PrefixReuse
@@ -88,11 +87,13 @@ def sampling_defaults(settings: Settings) -> dict[str, object]:
     return {k: getattr(settings, k) for k in keys}
 
 
-def shared_store(settings: Settings, model_path: Path) -> SharedStore | None:
+def shared_store(settings: Settings, fingerprint: Fingerprint) -> SharedStore | None:
+    """Named by the model file alone: the other parts are checked entry by entry, so a
+    mismatch is counted by its reason."""
     if settings.shared_store is None:
         return None
-    model = model_fingerprint(model_path, settings.state_dir)
-    return SharedStore(settings.shared_store, model, settings.shared_store_timeout_ms / 1000)
+    model, timeout = fingerprint.parts["model"], settings.shared_store_timeout_ms / 1000
+    return SharedStore(settings.shared_store, model, timeout)
 
 
 def fingerprint(settings: Settings, model_path: Path, kv_layout: str) -> Fingerprint:
@@ -102,7 +103,7 @@ def fingerprint(settings: Settings, model_path: Path, kv_layout: str) -> Fingerp
 
 
 def prefix_cache(
-    settings: Settings, model_path: Path, kv_layout: str, shared: SharedStore | None
+    settings: Settings, fingerprint: Fingerprint, shared: SharedStore | None
 ) -> PrefixCache | None:
     if not settings.prefix_cache:
         return None
@@ -114,7 +115,7 @@ def prefix_cache(
         min_tokens=settings.prefix_cache_min_tokens,
         max_snapshots=settings.prefix_cache_max_snapshots,
     )
-    return PrefixCache(config, fingerprint(settings, model_path, kv_layout), shared)
+    return PrefixCache(config, fingerprint, shared)
 
 
 def speculation(
@@ -179,7 +180,8 @@ class Runtime:
         except Exception:
             self.model.close()
             raise
-        self.shared = shared_store(settings, self.model_path)
+        self.fingerprint = fingerprint(settings, self.model_path, self.context.kv_layout)
+        self.shared = shared_store(settings, self.fingerprint)
         self.syncs: list[PalimpsestSync] = []
         try:
             self.speculation = speculation(
@@ -189,7 +191,7 @@ class Runtime:
             self.context.close()
             self.model.close()
             raise
-        self.cache = prefix_cache(settings, self.model_path, self.context.kv_layout, self.shared)
+        self.cache = prefix_cache(settings, self.fingerprint, self.shared)
         sessions = SessionStore(
             settings.max_sessions, settings.session_memory_mb << 20, settings.session_idle_seconds
         )

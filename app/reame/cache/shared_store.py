@@ -7,10 +7,10 @@ on several machines. NOTE: the only module that imports redis.
     reame:pal:<vocab>:s:<name>    string: the segment's records, appended as on disk
 
 `model` is the model file's fingerprint (replicas of other models never meet), `vocab` the
-tokenizer's (token ids mean the same text under it). Everything
-else a state depends on (llama.cpp build, CPU backend, KV layout) is in each blob's header and
-checked when it is read, so a foreign entry is a miss counted by its reason, never a state.
-Blobs are written with NX (the first writer's stays; a foreign replica cannot replace it).
+tokenizer's (token ids mean the same text under it). Everything else a state depends on
+(llama.cpp build, CPU backend, KV layout) is in each blob's header and checked when it is read,
+so a foreign entry is a miss counted by its reason, never a state. Blobs are written with NX
+(the first writer's stays; a foreign replica cannot replace it).
 
 The server may evict any key on its own (`maxmemory-policy allkeys-lru`): a group listing a
 blob that is gone is a miss, and the listing is cleaned up. Every call waits at most `timeout`
@@ -21,7 +21,6 @@ empty.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -47,8 +46,7 @@ class SharedStore:
             retry=Retry(NoBackoff(), 0),
             health_check_interval=0,
         )
-        self._down_until = 0.0
-        self._lock = threading.Lock()
+        self._down_until = 0.0  # NOTE: one float, set whole: no lock between threads
 
     # -- snapshots ---------------------------------------------------------------------------
 
@@ -176,8 +174,7 @@ class SharedStore:
 
     def _failed(self, reason: str, failed: T) -> T:
         metrics.SHARED_ERRORS.labels(reason).inc()
-        with self._lock:
-            self._down_until = time.monotonic() + RETRY_SECONDS
+        self._down_until = time.monotonic() + RETRY_SECONDS
         return failed
 
     def close(self) -> None:
