@@ -1,6 +1,7 @@
 """The provisioned dashboard's queries, run against a real Prometheus, and the traffic that makes
-every one of them return data. Shared by the host test (test_dashboard.py) and the compose test
-(test_compose.py)."""
+every one of them return data. Shared by the host test (test_dashboard.py) and the compose tests:
+test_compose.py checks one Reame's panels (those above every row), test_compose_cluster.py the
+row "Cluster" (the shared tier and HAProxy)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,28 @@ SHOP = [
 FRUITS = [{"role": "user", "content": "List ten fruits, one a line, numbered."}]
 
 
-def panels() -> list[dict]:
-    return json.loads(DASHBOARD.read_text())["panels"]
+SERVER_ROW, CLUSTER_ROW = "", "Cluster"
+
+
+def rows() -> dict[str, list[dict]]:
+    """Each row's title to the query panels under it ("" for those above every row), as an
+    expanded dashboard lays them out: a row holds the panels that follow it."""
+    found: dict[str, list[dict]] = {SERVER_ROW: []}
+    title = SERVER_ROW
+    for panel in json.loads(DASHBOARD.read_text())["panels"]:
+        if panel["type"] == "row":
+            title = panel["title"]
+            found[title] = []
+        else:
+            found[title].append(panel)
+    return found
+
+
+def panels(row: str | None = None) -> list[dict]:
+    """The query panels of one row, or of all."""
+    if row is not None:
+        return rows()[row]
+    return [panel for row_panels in rows().values() for panel in row_panels]
 
 
 def grafana_expr(expr: str) -> str:
@@ -95,11 +116,13 @@ def why_no_data(url: str, expr: str, legend: str) -> str | None:
     return None
 
 
-def panels_without_data(url: str, wait: float = 60) -> str:
-    """'' once every panel's every query returns data (waiting up to `wait` s for scrapes and
-    the prefix cache's disk write), else one line per failing query."""
+def panels_without_data(url: str, wait: float = 60, row: str = SERVER_ROW) -> str:
+    """'' once every query of the row's panels returns data (waiting up to `wait` s for scrapes
+    and the prefix cache's disk write), else one line per failing query."""
     targets = [
-        (p["title"], t["expr"], t.get("legendFormat", "")) for p in panels() for t in p["targets"]
+        (p["title"], t["expr"], t.get("legendFormat", ""))
+        for p in panels(row)
+        for t in p["targets"]
     ]
     deadline = time.monotonic() + wait
     while True:

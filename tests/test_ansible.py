@@ -1,8 +1,11 @@
 """ansible/: the playbook parses, passes ansible-lint (production profile), and converges.
 
-The converge runs ansible/molecule/default: provision-oracle.yml in venv mode on a systemd Debian
-bookworm container, then again to prove idempotence (changed=0), then a chat completion and a
-/health request from outside through the firewall the playbook opened. The model comes from
+The converge runs ansible/molecule/default: provision-oracle.yml on two systemd Debian bookworm
+containers, a replica in venv mode (group reame) and the edge (group reame_edge: HAProxy and
+redis-server), then again to prove idempotence (changed=0). Then the verify: a chat completion
+and a /health request from outside through the firewall the playbook opened, a chat completion
+through HAProxy from outside, the prompt's snapshot in the edge's store, and the store closed to
+what is not a replica. The model comes from
 tests/fake_hub.py (the real SmolLM2 file, served on the docker bridge so the container reaches
 it); llama-cpp-python from the prebuilt wheels in REAME_WHEELS_DIR (compiling it in the test
 host would take 15 minutes), e.g. docker/Dockerfile's `wheels` stage:
@@ -30,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ANSIBLE = ROOT / "ansible"
 SCENARIO = ANSIBLE / "molecule" / "default"
 TEST_IMAGE = "reame-test/systemd-bookworm:local"  # the name molecule.yml uses
+HOSTS = ("reame-test-host", "reame-test-edge")  # molecule.yml's replica and edge
 
 
 def tool(name: str) -> str:
@@ -118,9 +122,9 @@ def wheels() -> Path:
     return path.resolve()
 
 
-def recap(output: str) -> list[str]:
-    """The PLAY RECAP lines of the test host, one per ansible-playbook run."""
-    return re.findall(r"^reame-test-host\s+:\s+ok=.*$", output, flags=re.M)
+def recap(output: str, host: str) -> list[str]:
+    """The PLAY RECAP lines of a test host, one per ansible-playbook run."""
+    return re.findall(rf"^{re.escape(host)}\s+:\s+ok=.*$", output, flags=re.M)
 
 
 @pytest.mark.model
@@ -158,19 +162,17 @@ def test_converge_is_idempotent_and_healthy(
     out = run([molecule, "test"], timeout=2300, cwd=ANSIBLE, env=env)
     log = out.stdout + out.stderr
     (tmp_path / "molecule.log").write_text(log)
-    recaps = recap(log)
-    print(
-        "\n".join(
-            ["PLAY RECAP of the test host (prepare, converge, idempotence, verify):", *recaps]
-        )
-    )
+    recaps = {host: recap(log, host) for host in HOSTS}
+    print("PLAY RECAP of the test hosts (prepare, converge, idempotence, verify):")
+    print("\n".join(line for lines in recaps.values() for line in lines))
     if out.returncode != 0:
         pytest.fail(f"molecule test failed (exit {out.returncode}):\n{log[-20000:]}")
-    # prepare, converge, the idempotence run and verify, in that order
-    assert len(recaps) == 4, log[-20000:]
-    assert "failed=0" in recaps[1] and "changed=0" not in recaps[1]
-    assert re.search(r"\bchanged=0\b.*\bfailed=0\b", recaps[2]), recaps[2]
-    assert "failed=0" in recaps[3]
+    for lines in recaps.values():
+        # prepare, converge, the idempotence run and verify, in that order
+        assert len(lines) == 4, log[-20000:]
+        assert "failed=0" in lines[1] and "changed=0" not in lines[1]
+        assert re.search(r"\bchanged=0\b.*\bfailed=0\b", lines[2]), lines[2]
+        assert "failed=0" in lines[3]
     model_file = CATALOG["smollm2-135m"].hf_file
     assert [get.path for get in bridge_hub.gets() if get.path.endswith(model_file)], (
         "the model was not pulled from the hub"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reame.autotune import tune, usable_cores
+from reame.autotune import available_memory, tune, usable_cores
 from reame.config import Settings
 from reame.models.gguf_facts import ModelFacts
 
@@ -39,6 +39,27 @@ def test_a_cgroup_quota_caps_the_threads(tmp_path: Path, monkeypatch) -> None:
     count, why = usable_cores(sys_root, cgroup)
     assert count == 1
     assert "quota 1.5" in why
+
+
+def test_a_cgroup_v1_quota_and_memory_limit_count_too(tmp_path: Path, monkeypatch) -> None:
+    """Docker on a cgroup v1 host (cpu/ and memory/ controllers): found in a container here,
+    where a 1-CPU container tuned itself for the host's 2 cores and its free memory."""
+    monkeypatch.setattr("os.sched_getaffinity", lambda _: {0, 1})
+    sys_root = fake_cpu_tree(tmp_path / "sys", [(0, 0), (0, 1)])
+    cgroup = tmp_path / "cgroup"
+    (cgroup / "cpu").mkdir(parents=True)
+    (cgroup / "cpu" / "cpu.cfs_quota_us").write_text("100000\n")
+    (cgroup / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    (cgroup / "memory").mkdir()
+    (cgroup / "memory" / "memory.limit_in_bytes").write_text(f"{GiB}\n")
+    (cgroup / "memory" / "memory.usage_in_bytes").write_text(f"{GiB // 4}\n")
+    count, why = usable_cores(sys_root, cgroup)
+    assert count == 1 and "quota 1 CPUs" in why
+    assert available_memory(cgroup) <= GiB - GiB // 4
+    (cgroup / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")  # no quota
+    (cgroup / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    assert usable_cores(sys_root, cgroup)[0] == 2
+    assert available_memory(cgroup) > GiB - GiB // 4  # NOTE: this machine has more free
 
 
 def test_defaults_fit_a_small_model_in_plenty_of_memory() -> None:

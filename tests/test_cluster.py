@@ -7,7 +7,6 @@ back to round robin without a key, and routes around a replica that is not ready
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 
@@ -189,25 +188,3 @@ def test_haproxy_routes_around_a_replica_that_is_not_ready(cluster) -> None:
         key = route_key(MODEL, messages)
         answer = ask(proxy.by_key, messages, max_tokens=2, **{ROUTE_HEADER: key})
         assert answer.choices[0].message.content
-
-
-def test_the_cluster_profile_puts_the_shipped_haproxy_before_replicas_sharing_valkey():
-    import json
-    import subprocess
-
-    from compose_cli import compose
-    from haproxy_process import SHIPPED
-
-    listed = compose("--profile", "cluster", "config", "--format", "json")
-    assert listed.returncode == 0, listed.stderr
-    services = json.loads(listed.stdout)["services"]
-    assert {"replica", "valkey", "haproxy"} <= set(services)
-    assert services["replica"]["environment"]["REAME_SHARED_STORE"] == "redis://valkey:6379/0"
-    assert "allkeys-lru" in services["valkey"]["command"]
-    mounted = {v["source"]: v["target"] for v in services["haproxy"]["volumes"]}
-    assert mounted[str(SHIPPED)] == "/usr/local/etc/haproxy/haproxy.cfg"
-    if shutil.which("haproxy"):
-        checked = subprocess.run(["haproxy", "-c", "-f", str(SHIPPED)], capture_output=True)
-        assert checked.returncode == 0, checked.stderr
-    default = json.loads(compose("config", "--format", "json").stdout)["services"]
-    assert "replica" not in default  # only with the profile

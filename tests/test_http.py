@@ -379,6 +379,12 @@ def test_a_full_queue_is_a_429_with_retry_after_and_sigterm_drains() -> None:
             streamed = httpx.post(f"{srv.url}/v1/chat/completions", json=body, timeout=30)
             assert_openai_error(streamed, 429, "retry")
             srv.proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while (ready := httpx.get(f"{srv.url}/ready", timeout=10)).status_code == 200:
+                assert time.monotonic() < deadline, "/ready stayed 200 while draining"
+                time.sleep(0.05)
+            assert_openai_error(ready, 503, "shutting down")  # out of a proxy's rotation
+            assert httpx.get(f"{srv.url}/health", timeout=10).status_code == 200  # still alive
             rest = [line for line in lines if line]
         assert rest[-1] == "data: [DONE]"  # the stream in flight was drained, not cut
         assert srv.proc.wait(timeout=200) == 0

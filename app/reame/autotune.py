@@ -32,11 +32,33 @@ class Tuned:
 
 
 def _cgroup_cpu_limit(root: Path) -> float | None:
+    """The CPU quota of cgroup v2 (cpu.max), else of v1 (Docker on an older host: cpu/)."""
     try:
         quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
     except (OSError, ValueError):
         return None
-    return None if quota == "max" else int(quota) / int(period)
+    return quota / period if quota > 0 and period > 0 else None  # -1: no quota
+
+
+def _cgroup_memory_room(root: Path) -> int | None:
+    """Limit less use, of cgroup v2, else of v1 (whose "no limit" is a huge number)."""
+    for limit_file, used_file in (
+        (root / "memory.max", root / "memory.current"),
+        (root / "memory" / "memory.limit_in_bytes", root / "memory" / "memory.usage_in_bytes"),
+    ):
+        try:
+            limit = limit_file.read_text().strip()
+            used = int(used_file.read_text())
+        except (OSError, ValueError):
+            continue
+        return None if limit == "max" else int(limit) - used
+    return None
 
 
 def usable_cores(
@@ -71,13 +93,9 @@ def available_memory(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
             free = int(line.split()[1]) * 1024
-    try:
-        limit = (cgroup_root / "memory.max").read_text().strip()
-        used = int((cgroup_root / "memory.current").read_text())
-        if limit != "max":
-            free = min(free, int(limit) - used)
-    except (OSError, ValueError):
-        pass
+    room = _cgroup_memory_room(cgroup_root)
+    if room is not None:
+        free = min(free, room)
     return max(free, 0)
 
 

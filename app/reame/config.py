@@ -103,6 +103,14 @@ class Settings(BaseSettings):
         10.0, gt=0, le=300, description="a stream silent this long gets an SSE comment line"
     )
     drain_seconds: float = Field(30.0, ge=0, description="grace for in-flight requests on stop")
+    drain_accept_seconds: float = Field(
+        0.0,
+        ge=0,
+        le=60,
+        description="on stop, new requests are still served this long while /ready says 503, "
+        "so a proxy's health checks take the replica out first (behind HAProxy: above its "
+        "check interval times fall)",
+    )
     stream_interval_ms: float = Field(
         30.0, ge=0, le=1000, description="gather a stream's tokens this long between writes"
     )

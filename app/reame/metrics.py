@@ -103,6 +103,27 @@ PREFIX_WRITE_FAILURES = Counter(
     registry=REGISTRY,
 )
 
+PREFIX_LOAD_SECONDS = Histogram(
+    "reame_prefix_cache_load_seconds",
+    "Time to load a stored prefix state, by tier (disk, shared) and stage: fetch (its bytes "
+    "read) and decode (decompressed and checked)",
+    ["tier", "stage"],
+    buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+    registry=REGISTRY,
+)
+PREFIX_LOAD_BYTES = Counter(
+    "reame_prefix_cache_load_bytes",
+    "Stored bytes of prefix states read back, by tier (disk, shared)",
+    ["tier"],
+    registry=REGISTRY,
+)
+PREFIX_RESTORE_SECONDS = Histogram(
+    "reame_prefix_cache_restore_seconds",
+    "Time to put a saved prefix state into a sequence of the context",
+    buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+    registry=REGISTRY,
+)
+
 SHARED_BYTES = Counter(
     "reame_shared_store_bytes",
     "Bytes read from and written to the shared tier (snapshots and Palimpsest segments)",
@@ -209,3 +230,30 @@ GRAMMAR_MASK_SECONDS = Histogram(
     buckets=(0.00001, 0.00003, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1),
     registry=REGISTRY,
 )
+
+
+def _known_series_at_zero() -> None:
+    """Each known label value is exported at 0 from the start: rate() cannot see a series'
+    first count, so a replica's first shared hit or first error would never show."""
+    for result in ("ram", "disk", "shared", "miss"):
+        PREFIX_LOOKUPS.labels(result)
+    for kind in ("reused", "computed"):
+        PREFIX_TOKENS.labels(kind)
+    for reason in ("corrupt", "version", "tokens", "missing", "fingerprint", "model", "build",
+                   "backend", "kv_layout"):  # fmt: skip
+        PREFIX_REJECTED.labels(reason)
+    for tier in ("ram", "disk"):
+        PREFIX_EVICTIONS.labels(tier)
+    for tier in ("disk", "shared"):
+        PREFIX_LOAD_BYTES.labels(tier)
+        for stage in ("fetch", "decode"):
+            PREFIX_LOAD_SECONDS.labels(tier, stage)
+    for direction in ("read", "written"):
+        SHARED_BYTES.labels(direction)
+    for op in ("lookup", "get", "put", "palimpsest"):
+        SHARED_SECONDS.labels(op)
+    for reason in ("timeout", "connection", "response", "skipped"):
+        SHARED_ERRORS.labels(reason)
+
+
+_known_series_at_zero()

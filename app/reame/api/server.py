@@ -62,7 +62,8 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 @dataclass(slots=True)
 class ServerState:
     num_active: int = 0  # calls being answered, streams included
-    is_draining: bool = False
+    is_draining: bool = False  # /ready says 503
+    is_refusing: bool = False  # new calls get 503 (after drain_accept_seconds)
     failure: str | None = None  # the engine died: why
 
 
@@ -135,7 +136,7 @@ def create_app(
         structlog.contextvars.bind_contextvars(request_id=request.ctx.request_id)
         if state.failure is not None and request.path.startswith("/v1/"):
             return error_response(ApiError(503, state.failure, code="engine_failed"))
-        if state.is_draining and request.path.startswith("/v1/"):
+        if state.is_refusing and request.path.startswith("/v1/"):
             return error_response(
                 ApiError(
                     503,
@@ -179,6 +180,8 @@ def create_app(
     async def ready(_: Request) -> HTTPResponse:
         if failure := engine_problem():
             return error_response(ApiError(503, failure, code="not_ready"))
+        if state.is_draining:  # a proxy's health check takes this replica out of rotation
+            return error_response(ApiError(503, "The server is shutting down", code="draining"))
         return json({"status": "ready", "model": model_id})
 
     @app.get("/openapi.json")
@@ -273,13 +276,19 @@ def create_app(
 
     @app.before_server_stop
     async def drain(*_: object) -> None:
-        """Let calls in flight finish (streams included) for up to drain_seconds; Sanic's own
-        grace period does not keep a streaming handler going."""
+        """Not ready at once; new calls still served for drain_accept_seconds (a proxy's checks
+        notice meanwhile), then refused; calls in flight (streams included) finish for up to
+        drain_seconds more. Sanic's own grace period does not keep a streaming handler going."""
         state.is_draining = True
-        deadline = time.monotonic() + settings.drain_seconds
-        if state.num_active:
-            log.info("draining", requests=state.num_active, seconds=settings.drain_seconds)
-        while state.num_active and time.monotonic() < deadline:
+        accepting_until = time.monotonic() + settings.drain_accept_seconds
+        deadline = accepting_until + settings.drain_seconds
+        while time.monotonic() < deadline:
+            if not state.is_refusing and time.monotonic() >= accepting_until:
+                state.is_refusing = True
+                if state.num_active:
+                    log.info("draining", requests=state.num_active, seconds=settings.drain_seconds)
+            if state.is_refusing and not state.num_active:
+                break
             # NOTE: a short tick: once shutdown begins, wake-ups from the engine thread
             # (call_soon_threadsafe) no longer reliably wake the loop, so events are picked up
             # at each tick (at 50 ms a drained stream crawled at 20 tokens a second)

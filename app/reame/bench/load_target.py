@@ -51,19 +51,7 @@ class LoadTarget:
     def start(cls, options: ServeOptions) -> LoadTarget:
         parallel = options.parallel or DEFAULT_PARALLEL
         context = options.context_length or DEFAULT_CONTEXT
-        args = [options.model] if options.model else []
-        args += ["--parallel", str(parallel), "--context-length", str(context)]
-        for flag, value in (
-            ("--threads", options.threads),
-            ("--batch-size", options.batch_size),
-            ("--models-dir", options.models_dir),
-            ("--config", options.config),
-        ):
-            if value is not None:
-                resolved = value.resolve() if isinstance(value, Path) else value
-                args += [flag, str(resolved)]
-        if options.model and Path(options.model).is_file():
-            args[0] = str(Path(options.model).resolve())  # NOTE: the child runs elsewhere
+        args = serve_args(options, parallel, context)
         settings = {
             "max_waiting": str(options.max_waiting),
             "max_body_bytes": str(BENCH_MAX_BODY),
@@ -104,6 +92,24 @@ class LoadTarget:
     def close(self) -> int | None:
         """Stops the server if this bench started it; its exit code."""
         return self.process.stop() if self.process else None
+
+
+def serve_args(options: ServeOptions, parallel: int, context: int) -> list[str]:
+    """What follows `reame serve` for these options."""
+    args = [options.model] if options.model else []
+    args += ["--parallel", str(parallel), "--context-length", str(context)]
+    for flag, value in (
+        ("--threads", options.threads),
+        ("--batch-size", options.batch_size),
+        ("--models-dir", options.models_dir),
+        ("--config", options.config),
+    ):
+        if value is not None:
+            resolved = value.resolve() if isinstance(value, Path) else value
+            args += [flag, str(resolved)]
+    if options.model and Path(options.model).is_file():
+        args[0] = str(Path(options.model).resolve())  # NOTE: the child runs elsewhere
+    return args
 
 
 def first_model(base: str, headers: dict[str, str]) -> str:

@@ -42,14 +42,21 @@ def free_port() -> int:
 
 
 class ServeProcess:
-    """`args`: what follows `reame serve` (model, settings flags); `settings`: REAME_* values.
-    The child's stderr goes to a file in its state directory, never a pipe nobody drains."""
+    """`args`: what follows `reame serve` (model, settings flags); `settings`: REAME_* values;
+    `port` and `state_dir`: a restart's, else new ones. The child's stderr goes to a file in its
+    state directory, never a pipe nobody drains."""
 
     def __init__(
-        self, args: Sequence[str], settings: Mapping[str, str], ready_timeout: float = 180
+        self,
+        args: Sequence[str],
+        settings: Mapping[str, str],
+        ready_timeout: float = 180,
+        port: int | None = None,
+        state_dir: Path | None = None,
     ) -> None:
-        self.state_dir = Path(tempfile.mkdtemp(prefix="reame-bench-serve-"))
-        self.port = free_port()
+        self.args, self.settings = tuple(args), dict(settings)
+        self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="reame-bench-serve-"))
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = self.state_dir / "serve.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
@@ -60,7 +67,7 @@ class ServeProcess:
         env[f"{ENV_PREFIX}LOG_FORMAT"] = "json"  # NOTE: error lines are picked out by level
         command = [sys.executable, "-m", "reame.cli.main", "serve"]
         command += ["--host", "127.0.0.1", "--port", str(self.port), *args]
-        self._log = self.log_path.open("w")
+        self._log = self.log_path.open("a")
         # NOTE: cwd is the state directory, so a reame.conf where the bench was started does not
         # reach the server unless --config names it
         self.proc = subprocess.Popen(

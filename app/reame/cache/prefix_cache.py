@@ -139,14 +139,17 @@ class PrefixCache:
             reverse=True,
         )
         for length, key, group in found:
-            data = self.shared.get(key)
+            with metrics.PREFIX_LOAD_SECONDS.labels("shared", "fetch").time():
+                data = self.shared.get(key)
             if data is None:  # listed, but the server evicted the blob: clean the listing
                 if not self.shared.is_down:
                     metrics.PREFIX_REJECTED.labels("missing").inc()
                     self.shared.forget(group, length, key)
                 continue
+            metrics.PREFIX_LOAD_BYTES.labels("shared").inc(len(data))
             try:
-                state = decode(data, self.fingerprint)
+                with metrics.PREFIX_LOAD_SECONDS.labels("shared", "decode").time():
+                    state = decode(data, self.fingerprint)
             except SnapshotError as exc:
                 metrics.PREFIX_REJECTED.labels(exc.reason).inc()
                 log.warning("shared snapshot refused", key=key, reason=str(exc))
@@ -189,11 +192,14 @@ class PrefixCache:
     def _read(self, group: str, length: int, key: str) -> SavedState | None:
         assert self.disk is not None
         path = self.disk.path(group, length, key)
-        data = self.disk.read(path)
+        with metrics.PREFIX_LOAD_SECONDS.labels("disk", "fetch").time():
+            data = self.disk.read(path)
         if data is None:
             return None
+        metrics.PREFIX_LOAD_BYTES.labels("disk").inc(len(data))
         try:
-            return decode(data, self.fingerprint)
+            with metrics.PREFIX_LOAD_SECONDS.labels("disk", "decode").time():
+                return decode(data, self.fingerprint)
         except SnapshotError as exc:
             metrics.PREFIX_REJECTED.labels(exc.reason).inc()
             log.warning("prefix cache file refused", path=str(path), reason=str(exc))

@@ -10,6 +10,7 @@ from contextlib import nullcontext
 from reame.bench import structured_cli
 from reame.bench.report import as_json, as_table
 from reame.bench.runner import bench_engine
+from reame.cli.bench_cluster import bench_cluster
 from reame.cli.bench_flags import add_flags
 from reame.cli.bench_in_process import bench_conclave, bench_structure
 from reame.cli.bench_load import bench_load
@@ -38,6 +39,8 @@ def bench(args: argparse.Namespace) -> int:
         return bench_step_costs(args)
     if args.structured:
         return structured_cli.bench(args, progress)
+    if args.cluster:
+        return bench_cluster(args)
     if args.load or args.soak:
         return bench_load(args)
     if args.prefix and args.spec:

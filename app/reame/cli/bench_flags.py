@@ -125,4 +125,46 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     ld.add_argument("--minutes", type=float, default=30.0, help="--soak: how long")
     ld.add_argument("--interval", type=float, default=60.0, help="--soak: seconds a sample")
     ld.add_argument("--out", type=Path, help="--soak: where soak.csv and soak.png go")
+    cl = p.add_argument_group(
+        "cluster: replicas of `reame serve`, a redis-server and HAProxy started on 127.0.0.1"
+    )
+    cl.add_argument(
+        "--cluster",
+        action="store_true",
+        help="(a) a replica that never saw a 1.5k-token system prompt: time to first token "
+        "cold, from the shared tier, its disk and its RAM, per stage; (b) a multi-user chat "
+        "workload on 2 replicas routed round robin, by route key and by body, with and without "
+        "the shared tier; (c) a replica replaced by an empty one mid-run",
+    )
+    cl.add_argument(
+        "--cluster-parts",
+        default="stages,routing,replacement",
+        help="which of stages, routing, replacement to run (comma-separated; default all)",
+    )
+    cl.add_argument("--conversations", type=int, default=16, help="(b), (c): conversations")
+    cl.add_argument("--system-prompts", type=int, default=4, help="(b), (c): behind them")
+    cl.add_argument("--turns", type=int, default=3, help="(b), (c): turns a conversation")
+    cl.add_argument(
+        "--system-words", type=int, default=600, help="(b), (c): words of each system prompt"
+    )
+    cl.add_argument(
+        "--haproxy-config",
+        type=Path,
+        help="the HAProxy config to run (default: the checkout's docker/haproxy/haproxy.cfg)",
+    )
+    cl.add_argument(
+        "--project-prefill-tps",
+        type=float,
+        help="(a) projected to --project-to: that model's measured prefill rate (tokens/s), "
+        "e.g. from `reame bench --prefix --synthetic qwen2.5-7b`",
+    )
+    cl.add_argument(
+        "--project-to", default="qwen2.5-7b", help="catalog model the projection is for"
+    )
+    cl.add_argument(
+        "--project-link-gbps",
+        type=float,
+        default=1.0,
+        help="the projection's network link to the shared tier, in Gbit/s",
+    )
     structured_cli.add_flags(p)

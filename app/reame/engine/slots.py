@@ -4,6 +4,7 @@ a request starting alike goes on from without a copy. Engine thread only."""
 
 from __future__ import annotations
 
+from reame import metrics
 from reame.cache.snapshot_policy import MIN_RESIDENT
 from reame.engine.kv_context import KVContext
 from reame.engine.request import SavedState, common_length
@@ -69,7 +70,11 @@ class Slots:
         """Load a saved state and keep its common prefix with the prompt; at least the last
         prompt token is computed again, since its logits pick the first new token."""
         common = prefix.common_length(seq.request.prompt[:-1])
-        if common == 0 or not self.context.load_state(seq.slot, prefix.data):
+        if common == 0:
+            return
+        with metrics.PREFIX_RESTORE_SECONDS.time():
+            loaded = self.context.load_state(seq.slot, prefix.data)
+        if not loaded:
             return
         if not self.context.remove(seq.slot, common):
             self.context.clear(seq.slot)  # NOTE: a state that cannot be cut is computed anew
