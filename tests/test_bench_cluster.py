@@ -81,7 +81,9 @@ def test_the_projection_scales_bytes_and_their_stages_but_not_the_round_trip() -
     assert big.lookup == 0.001 and big.computed == pytest.approx(16 / 25)
     assert big.fetch_over_link == pytest.approx(60e6 / 125e6)
     assert big.ttft == pytest.approx(0.001 + 0.48 + 0.08 + 0.006 + 16 / 25)
-    cold = project(Measured(7.0, 1530, 0, 0, 0.001, 0, 0, 0), 2.0, 25.0, 125e6, False)
+    anchored = project(small, 2.0, 25.0, None, False, warm_s=2.2)
+    assert anchored.computed == 2.2 and anchored.fetch_over_link is None
+    cold = project(Measured(7.0, 1530, 0, 0, 0.001, 0, 0, 0), 2.0, 25.0, 125e6, False, 2.2)
     assert cold.ttft == pytest.approx(0.001 + 1530 / 25) and cold.fetch_over_link is None
 
 

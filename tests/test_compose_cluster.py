@@ -53,8 +53,8 @@ SERVICES = ("replica", "valkey", "haproxy", "prometheus")
 LONG_SYSTEM = "Answer in one short sentence. " + filler_text(seed=1515, num_words=1500)
 SHORT_SYSTEM = "Answer in one word. " + filler_text(seed=77, num_words=200)
 # Small enough that two replicas and the lone `reame` (Prometheus depends on it) share 2 cores:
-# one thread each (autotune reads a cgroup v2 quota only; this engine may be on v1); a
-# Palimpsest sync every 0.5 s so an answer reaches the other replica within the test.
+# one thread each; a Palimpsest sync every 0.5 s so an answer reaches the other replica within
+# the test.
 OVERRIDE = """
 services:
   reame:
@@ -342,9 +342,8 @@ def shared_hit_rate(prometheus: str) -> float:
 def test_every_query_of_the_cluster_row_returns_data(
     cluster: Cluster, conversation_by_replica: dict[int, int], restored: Restored
 ) -> None:
-    # NOTE: a labelled counter's series is born with its first count, which rate() cannot see
-    # (Reame does not start its lookups at 0): a second restore, once Prometheus has scraped
-    # the first, is what the hit rate shows
+    # NOTE: a second restore, once Prometheus has scraped the first, so that the hit rate's
+    # window surely holds one
     wait_for_a_scrape(cluster.prometheus)
     again = share(cluster, conversation_by_replica, SHORT_SYSTEM)
     assert again.served_by == (0, 1) and again.warm.usage.prompt_tokens_details.cached_tokens

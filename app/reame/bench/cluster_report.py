@@ -87,7 +87,7 @@ def projection_table(projected: dict[str, Projected], label: str, link: str | No
         ["fetch (loopback, as measured)", *(_ms(projected[t].fetch) for t in TIERS)],
         ["decode", *(_ms(projected[t].decode) for t in TIERS)],
         ["restore", *(_ms(projected[t].restore) for t in TIERS)],
-        ["uncached tokens computed", *(f"{projected[t].computed:.2f} s" for t in TIERS)],
+        ["left to compute", *(f"{projected[t].computed:.2f} s" for t in TIERS)],
     ]
     if link:
         rows.insert(4, [f"fetch over {link}", *(

@@ -14,7 +14,7 @@ PARTS = ("stages", "routing", "replacement")
 # workload runs two at once on this machine's two cores, a thread each
 STAGE_THREADS, WORKLOAD_THREADS = 2, 1
 PARALLEL, CONTEXT = 2, 4096
-ANSWER_TOKENS = 16
+ANSWER_TOKENS = 32
 
 
 def bench_cluster(args: argparse.Namespace) -> int:
@@ -35,8 +35,8 @@ def bench_cluster(args: argparse.Namespace) -> int:
             "--runs, --conversations, --system-prompts, --turns, --system-words and --clients "
             "take 1 or more"
         )
-    if args.project_prefill_tps is not None and args.project_prefill_tps <= 0:
-        raise ConfigError("--project-prefill-tps must be above 0")
+    if any(v is not None and v <= 0 for v in (args.project_prefill_tps, args.project_warm_s)):
+        raise ConfigError("--project-prefill-tps and --project-warm-s must be above 0")
     users = args.clients or 4
     haproxy_config = args.haproxy_config or SHIPPED_HAPROXY
 
@@ -124,6 +124,13 @@ def _projection(args: argparse.Namespace, stages: dict) -> dict | None:
     ratio = big.kv_bytes_per_token / small.kv_bytes_per_token
     link = args.project_link_gbps * 1e9 / 8
     return {
-        t: project(measured(stages[t]), ratio, args.project_prefill_tps, link, t == "shared")
+        t: project(
+            measured(stages[t]),
+            ratio,
+            args.project_prefill_tps,
+            link,
+            t == "shared",
+            args.project_warm_s,
+        )
         for t in TIERS
     }

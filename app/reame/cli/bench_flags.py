@@ -143,7 +143,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     )
     cl.add_argument("--conversations", type=int, default=16, help="(b), (c): conversations")
     cl.add_argument("--system-prompts", type=int, default=4, help="(b), (c): behind them")
-    cl.add_argument("--turns", type=int, default=3, help="(b), (c): turns a conversation")
+    cl.add_argument("--turns", type=int, default=4, help="(b), (c): turns a conversation")
     cl.add_argument(
         "--system-words", type=int, default=600, help="(b), (c): words of each system prompt"
     )
@@ -157,6 +157,12 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         type=float,
         help="(a) projected to --project-to: that model's measured prefill rate (tokens/s), "
         "e.g. from `reame bench --prefix --synthetic qwen2.5-7b`",
+    )
+    cl.add_argument(
+        "--project-warm-s",
+        type=float,
+        help="with --project-prefill-tps: that model's measured warm time to first token (its "
+        "prefix in its slot), what a hit leaves to compute (default: the tail at the prefill rate)",
     )
     cl.add_argument(
         "--project-to", default="qwen2.5-7b", help="catalog model the projection is for"
