@@ -84,12 +84,14 @@ async def measured(client: ChatClient, base: str, messages: Messages) -> Stage:
     )
 
 
-def wait_until_shared(store: RedisProcess, writer: ServeProcess, timeout: float = 60) -> None:
-    """Until every snapshot `writer` took is in the tier (its writer waits for a quiet spell)."""
+def wait_until_shared(writer: ServeProcess, timeout: float = 60) -> None:
+    """Until every snapshot `writer` took was sent to the tier, one put apiece (its writer waits
+    for a quiet spell). NOTE: not the tier's count of blobs, which earlier runs fill too."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        taken = Counters.read(writer.url).total("reame_prefix_cache_snapshots_total")
-        if len(store.client().keys("reame:kv:*:b:*")) >= taken:
+        counters = Counters.read(writer.url)
+        taken = counters.total("reame_prefix_cache_snapshots_total")
+        if counters.total("reame_shared_store_seconds_count", op="put") >= taken:
             return
         time.sleep(0.2)
     raise TimeoutError("the writer's snapshots did not reach the shared tier")
@@ -116,7 +118,7 @@ async def bench_stages(
             for run in range(runs):
                 log(f"stages: run {run + 1} of {runs}")
                 out["cold"].append(await measured(client, writer.url, stage_chat(run, 0)))
-                wait_until_shared(store, writer)
+                wait_until_shared(writer)
                 out["shared"].append(await measured(client, reader.url, stage_chat(run, 1)))
                 reader.stop()  # its hit is on its disk when it has stopped (the writer drains)
                 reader = ServeProcess(
