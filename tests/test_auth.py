@@ -19,6 +19,15 @@ def test_only_a_configured_bearer_key_passes() -> None:
     assert not is_authorized("Bearer alpha", [])
 
 
+def test_a_key_outside_the_bearer_scheme_does_not_pass() -> None:
+    keys = ["alpha"]
+    assert is_authorized("bearer alpha", keys)  # the scheme's name is case-insensitive
+    assert not is_authorized("alpha", keys)  # found by schemathesis: a bare key passed
+    assert not is_authorized("Basic alpha", keys)
+    assert not is_authorized("Bearer", keys)
+    assert not is_authorized("Bearer", [""])
+
+
 def test_keys_come_from_settings_and_a_key_file(tmp_path: Path) -> None:
     key_file = tmp_path / "keys"
     key_file.write_text("# ops team\nk-file-1\n\n  k-file-2  \n")

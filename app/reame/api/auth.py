@@ -24,14 +24,21 @@ def load_api_keys(settings: Settings) -> list[str]:
 
 
 def _bytes_of(header: str | None) -> bytes:
-    """The key a header carries; Sanic hands bytes that are not UTF-8 over as surrogates, which
-    go back to the same bytes (never an error: a key that does not match is a 401)."""
-    return (header or "").removeprefix("Bearer ").strip().encode("utf-8", "surrogateescape")
+    """The key a header carries in the Bearer scheme (its name is case-insensitive, RFC 7235),
+    else none: a bare key is not accepted. Sanic hands bytes that are not UTF-8 over as
+    surrogates, which go back to the same bytes (never an error: a key that does not match is
+    a 401)."""
+    scheme, _, token = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return b""
+    return token.strip().encode("utf-8", "surrogateescape")
 
 
 def is_authorized(header: str | None, keys: list[str]) -> bool:
     """Compares against every key in constant time, so timing tells nothing of a near match."""
     given = _bytes_of(header)
+    if not given:
+        return False  # no key at all never matches, not even an empty one configured by mistake
     matched = False
     for key in keys:
         matched |= hmac.compare_digest(given, key.encode())
