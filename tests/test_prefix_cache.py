@@ -26,15 +26,15 @@ MODEL = "smollm2-135m"
 SYSTEM = "You answer in one short sentence. " + filler_text(seed=3, num_words=300)
 
 
-def chat(question: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+def chat(question: str, system: str = SYSTEM) -> list[dict[str, str]]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
 
-def answer(runtime: Runtime, question: str) -> tuple[list[int], int]:
+def answer(runtime: Runtime, question: str, system: str = SYSTEM) -> tuple[list[int], int]:
     """Greedy tokens and how many prompt tokens were restored, through the service as the HTTP
     layer uses it (with the message marks)."""
     service = runtime.service
-    messages = chat(question)
+    messages = chat(question, system)
     prompt = service.chat_prompt(messages)
     job = Job(
         prompt,

@@ -123,6 +123,11 @@ class Settings(BaseSettings):
         None, description="where snapshots persist (default: state_dir/prefix-cache)"
     )
     prefix_cache_disk: bool = Field(True, description="persist snapshots on disk, not only RAM")
+    warm_ahead: bool = Field(
+        True,
+        description="after an answer, compute the template's end of turn and next user header "
+        "while the engine is idle, so the next turn starts from them",
+    )
     prefix_cache_ram_mb: int = Field(512, ge=0, description="host memory for hot snapshots")
     prefix_cache_disk_mb: int = Field(4096, ge=0, description="disk budget of the directory")
     prefix_cache_compression: int = Field(1, ge=1, le=19, description="zstd level on disk")

@@ -117,6 +117,24 @@ PREFIX_LOAD_BYTES = Counter(
     ["tier"],
     registry=REGISTRY,
 )
+WARM_AHEAD_TOKENS = Counter(
+    "reame_warm_ahead_tokens",
+    "Tokens of a conversation's next turn computed ahead, on steps nothing else needed",
+    registry=REGISTRY,
+)
+WARM_AHEAD = Counter(
+    "reame_warm_ahead",
+    "Answers whose next turn was warmed ahead, by what became of it: kept (its state holds "
+    "the closing tokens), taken_over (the next request went on in its sequence), yielded (its "
+    "sequence was needed first; kept as computed so far)",
+    ["outcome"],
+    registry=REGISTRY,
+)
+PREFIX_PRELOADED = Counter(
+    "reame_prefix_cache_preloaded",
+    "Snapshots loaded from disk into RAM at start, most recently used first",
+    registry=REGISTRY,
+)
 PREFIX_RESTORE_SECONDS = Histogram(
     "reame_prefix_cache_restore_seconds",
     "Time to put a saved prefix state into a sequence of the context",
@@ -248,6 +266,8 @@ def _known_series_at_zero() -> None:
         PREFIX_LOAD_BYTES.labels(tier)
         for stage in ("fetch", "decode"):
             PREFIX_LOAD_SECONDS.labels(tier, stage)
+    for outcome in ("kept", "taken_over", "yielded"):
+        WARM_AHEAD.labels(outcome)
     for direction in ("read", "written"):
         SHARED_BYTES.labels(direction)
     for op in ("lookup", "get", "put", "palimpsest"):

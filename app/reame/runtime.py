@@ -12,9 +12,11 @@ from reame.cache.fingerprint import (
     Fingerprint,
     build_fingerprint,
     cache_fingerprint,
+    model_fingerprint,
 )
 from reame.cache.prefix_cache import CacheConfig, PrefixCache
 from reame.cache.prefix_reuse import PrefixReuse
+from reame.cache.preload import Preload
 from reame.cache.shared_store import SharedStore
 from reame.config import Settings
 from reame.engine.engine import Engine
@@ -33,6 +35,7 @@ from reame.models.resolve import resolve_model
 from reame.service import Service
 from reame.sessions import SessionStore
 from reame.spec.controller import SpecController
+from reame.spec.controller_store import ControllerStore, PeriodicSave, store_fingerprint
 from reame.spec.model_drafter import DraftModel
 from reame.spec.palimpsest import Palimpsest
 from reame.spec.palimpsest_sync import PalimpsestSync
@@ -159,6 +162,18 @@ def speculation(
     return Speculation(controller, archive, draft, tokenizer, opener)
 
 
+def controller_store(
+    settings: Settings, fingerprint: Fingerprint, threads: int, speculation: Speculation
+) -> ControllerStore:
+    """Where the controller's figures persist: under the model's fingerprint, this thread
+    count's and the draft model's, if one drafts."""
+    draft = ""
+    if speculation.draft_model is not None:
+        draft = model_fingerprint(speculation.draft_model.model.path, settings.state_dir)
+    parts = store_fingerprint(fingerprint, threads, draft)
+    return ControllerStore(settings.state_dir / "speculation", parts)
+
+
 class Runtime:
     """Owns the model, the context and the engine thread; close() releases them in order."""
 
@@ -191,6 +206,9 @@ class Runtime:
             self.context.close()
             self.model.close()
             raise
+        store = controller_store(settings, self.fingerprint, self.tuned.threads, self.speculation)
+        store.load(self.speculation.controller)
+        self.controller_saver = PeriodicSave(store, self.speculation.controller)
         self.cache = prefix_cache(settings, self.fingerprint, self.shared)
         sessions = SessionStore(
             settings.max_sessions, settings.session_memory_mb << 20, settings.session_idle_seconds
@@ -207,10 +225,13 @@ class Runtime:
             forced_runs=settings.forced_runs,
             exact_runs=settings.spec_exact,
         )
+        self.preload: Preload | None = None
         if self.cache is not None:
             engine = self.engine
             self.cache.defer_writes_while(lambda: engine.num_running > 0)
+            self.preload = Preload(self.cache, lambda: not engine.scheduler.is_idle)
         self.engine.start()
+        self.controller_saver.start()
         self.service = Service(
             self.model,
             self.engine,
@@ -220,8 +241,11 @@ class Runtime:
             Grammars(
                 self.model.vocab_handle, self.model.vocab_size, self.model.end_of_generation_ids()
             ),
+            warm_ahead=settings.warm_ahead,
         )
         self._warm_up()
+        if self.preload is not None:
+            self.preload.start()
         log.info(
             "model ready",
             model=self.model.name,
@@ -244,7 +268,11 @@ class Runtime:
         done.wait(60)
 
     def close(self) -> None:
-        if not self.engine.close():
+        if self.preload is not None:
+            self.preload.close()
+        is_stopped = self.engine.close()
+        self.controller_saver.close()  # NOTE: after the engine's last step; no llama.cpp memory
+        if not is_stopped:
             # NOTE: freeing the context under a llama_decode still running would crash the
             # process in C: leave the memory to the OS, which takes it back at exit
             log.warning("the engine thread did not stop; llama.cpp resources left to the OS")

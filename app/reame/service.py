@@ -11,6 +11,7 @@ import queue
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 from uuid import uuid4
 
@@ -47,6 +48,8 @@ class Job:
     marks: tuple[int, ...] = ()  # prompt lengths at message ends: where snapshots pay most
     scope: str = ""  # whose prefixes it reuses and adds to (GenerationRequest.scope)
     grammar: Grammar | None = None  # what its output must match
+    # what follows its answer in the next turn's prompt (GenerationRequest.warm_ahead)
+    warm_ahead: tuple[int, ...] = ()
 
 
 def build_sampling(defaults: Mapping[str, Any], **options: Any) -> SamplingParams:
@@ -69,6 +72,7 @@ class Service:
         reuse: PrefixReuse,
         stream_interval: float = 0.0,
         grammars: Grammars | None = None,
+        warm_ahead: bool = True,
     ) -> None:
         self.model, self.engine, self.reuse = model, engine, reuse
         self.cache = reuse.cache  # None: the prefix cache is off
@@ -77,6 +81,8 @@ class Service:
         self._stream_interval = stream_interval
         self._defaults = dict(defaults)
         self._chat: tuple[ChatTemplate, SegmentTokenizer] | None = None
+        self._warm_ahead = warm_ahead
+        self._closing: tuple[int, ...] | None = None  # chat_closing's, once known
         self._inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopInbox] = (
             weakref.WeakKeyDictionary()
         )
@@ -118,6 +124,27 @@ class Service:
             marks.append(common_length(head, prompt))
         return tuple(m for m in marks if m > 0)
 
+    def chat_closing(self) -> tuple[int, ...]:
+        """The template's tokens between an assistant's answer and the next user message's
+        text (its end of turn, the next user header), which warm-ahead computes before the
+        next turn comes; () when warm-ahead is off or the template does not show them."""
+        if not self._warm_ahead:
+            return ()
+        if self._closing is None:
+            template, _ = self._chat_tools()
+            answer, question = "reameWarmAnswer", "reameWarmQuestion"
+            turns = [
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": answer},
+                {"role": "user", "content": question},
+            ]
+            text = template.render(turns, False, None)
+            start = text.find(answer) + len(answer)
+            end = text.find(question, start)
+            between = text[start:end] if start >= len(answer) and end > start else ""
+            self._closing = tuple(self.model.tokenize(between, False)) if between else ()
+        return self._closing
+
     def _render(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -148,6 +175,7 @@ class Service:
         """The engine request of a job, with what it reuses and keeps (PrefixReuse.plan). May
         read the disk: call it off the event loop."""
         reuse = self.reuse.plan(job.prompt, job.scope, job.session, job.marks, take_snapshots)
+        warm = job.warm_ahead if reuse.keep_state else ()
         return GenerationRequest(
             job.prompt,
             job.params,
@@ -155,8 +183,11 @@ class Service:
             keep_state=reuse.keep_state,
             keep_state_min_new=reuse.keep_state_min_new,
             snapshot_at=reuse.snapshot_at,
+            cold_cuts=reuse.cold_cuts,
             scope=job.scope,
             grammar=job.grammar,
+            warm_ahead=warm,
+            keep_later=partial(self.reuse.kept_later, job.scope, job.session) if warm else None,
         )
 
     def finished(self, event: FinishEvent, job: Job | None = None) -> None:

@@ -3,13 +3,14 @@
 Bounded in number and in bytes (least recently used goes first) and expired when idle. A session
 belongs to the key that made it (`owner`, a digest of the bearer key): under another key the same
 id names another session, so no key can list, read, extend or delete another's. Used from one
-event loop only, so it holds no locks.
+event loop only, so it holds no locks; a state kept on the engine thread (after warm-ahead) comes
+in through a queue the loop's next use empties.
 """
 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,6 +54,7 @@ class SessionStore:
         self.max_sessions, self.max_bytes, self.idle_seconds = max_sessions, max_bytes, idle_seconds
         self._clock = clock
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
+        self._later: deque[tuple[str, str, SavedState]] = deque()  # NOTE: append is atomic
 
     @property
     def num_bytes(self) -> int:
@@ -62,6 +64,7 @@ class SessionStore:
         return len(self._sessions)
 
     def get(self, session_id: str, owner: str = "") -> Session | None:
+        self._take_later()
         self.expire()
         key = (owner, session_id)
         session = self._sessions.get(key)
@@ -81,9 +84,34 @@ class SessionStore:
         return session
 
     def save(self, session_id: str, state: SavedState, owner: str = "") -> None:
+        session = self.count_turn(session_id, owner)
+        self._keep(session, state)
+
+    def count_turn(self, session_id: str, owner: str = "") -> Session:
+        """A turn of the session ended (its state may come later, through pin_later)."""
         session = self.open(session_id, owner)
         session.num_turns += 1
         session.last_used = self._clock()
+        return session
+
+    def pin_later(self, session_id: str, state: SavedState, owner: str = "") -> None:
+        """From any thread: keep `state` for the session once the event loop next uses the
+        store, if the session still exists and has not moved on past it meanwhile."""
+        self._later.append((owner, session_id, state))
+
+    def _take_later(self) -> None:
+        while self._later:
+            owner, session_id, state = self._later.popleft()
+            session = self._sessions.get((owner, session_id))
+            pinned = session.state if session is not None else None
+            if session is None or (
+                pinned is not None and state.tokens[: len(pinned.tokens)] != pinned.tokens
+            ):
+                continue
+            self._keep(session, state)
+
+    def _keep(self, session: Session, state: SavedState) -> None:
+        session_id, owner = session.session_id, session.owner
         # NOTE: a state larger than the whole budget is not kept; the session lives on without it
         session.state = state if state.num_bytes <= self.max_bytes else None
         key = (owner, session_id)
@@ -92,11 +120,13 @@ class SessionStore:
         self._publish()
 
     def delete(self, session_id: str, owner: str = "") -> bool:
+        self._take_later()
         is_deleted = self._sessions.pop((owner, session_id), None) is not None
         self._publish()
         return is_deleted
 
     def list(self, owner: str = "") -> list[Session]:
+        self._take_later()
         self.expire()
         return [s for s in self._sessions.values() if s.owner == owner]
 

@@ -102,6 +102,7 @@ class Call:
         body, params = self.body, self.params
         service = self.served.service
         marks: tuple[int, ...] = ()
+        closing: tuple[int, ...] = ()
         grammar = None
         try:
             if self.grammar_spec is not None:
@@ -115,6 +116,8 @@ class Call:
                     grammar = self._tool_grammar(grammar)
                 prompts = [service.chat_prompt(messages, tools)]
                 marks = service.chat_marks(messages, prompts[0], tools)
+                # NOTE: not after tool calls: the next prompt writes them otherwise than the model
+                closing = service.chat_closing() if self.tool_use is None else ()
             else:
                 prompts = [
                     p if isinstance(p, list) else service.text_prompt(p) for p in body.prompts()
@@ -135,6 +138,7 @@ class Call:
                         marks=marks,
                         scope=self.owner if self.served.is_scoped_per_key else "",
                         grammar=grammar,
+                        warm_ahead=closing if first else (),
                     )
                 )
         return jobs
@@ -161,14 +165,18 @@ class Call:
 
     def _totals(self) -> dict[str, object]:
         """Each prompt counts once, however many choices it has (as OpenAI counts it); a
-        Conclave's completion tokens are all its candidates' (all were computed)."""
+        Conclave's completion tokens are all its candidates' (all were computed), and so are
+        its drafts (of the candidates that finished)."""
         if (v := self.verdict) is not None:
-            return fmt.usage(len(self.jobs[0].prompt), v.num_completion_tokens, v.num_cached_tokens)
+            finishes = [c.finish for c in v.candidates if c.finish]
+            prompt = len(self.jobs[0].prompt)
+            return fmt.usage(prompt, v.num_completion_tokens, v.num_cached_tokens, finishes)
         firsts = range(0, len(self.jobs), self.body.n)
         prompt = sum(len(self.jobs[i].prompt) for i in firsts)
         cached = sum(f.num_cached_tokens for i in firsts if (f := self.choices[i].finish))
-        completion = sum(c.finish.num_completion_tokens for c in self.choices if c.finish)
-        return fmt.usage(prompt, completion, cached)
+        finishes = [c.finish for c in self.choices if c.finish]
+        completion = sum(f.num_completion_tokens for f in finishes)
+        return fmt.usage(prompt, completion, cached, finishes)
 
     async def _events(self) -> AsyncIterator[list[tuple[fmt.Choice, TokenEvent | FinishEvent]]]:
         """The engine's events, a batch for each hand-over, booked on their choices."""

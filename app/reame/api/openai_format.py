@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from reame.engine.request import Finish, FinishEvent, TokenEvent
@@ -24,12 +24,24 @@ class Choice:
         return "".join(self.parts)
 
 
-def usage(num_prompt: int, num_completion: int, num_cached: int) -> dict[str, object]:
+def usage(
+    num_prompt: int, num_completion: int, num_cached: int, finishes: Iterable[FinishEvent] = ()
+) -> dict[str, object]:
+    """`finishes`: the answers whose draft tokens are counted (OpenAI's prediction tokens:
+    Reame's drafts are predictions it makes itself)."""
+    accepted = rejected = 0
+    for f in finishes:
+        accepted += f.num_accepted_drafts
+        rejected += f.num_rejected_drafts
     return {
         "prompt_tokens": num_prompt,
         "completion_tokens": num_completion,
         "total_tokens": num_prompt + num_completion,
         "prompt_tokens_details": {"cached_tokens": num_cached},
+        "completion_tokens_details": {
+            "accepted_prediction_tokens": accepted,
+            "rejected_prediction_tokens": rejected,
+        },
     }
 
 

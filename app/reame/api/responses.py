@@ -20,11 +20,17 @@ class PromptTokensDetails(_Strict):
     cached_tokens: int
 
 
+class CompletionTokensDetails(_Strict):
+    accepted_prediction_tokens: int  # draft tokens verified and kept in the answer
+    rejected_prediction_tokens: int  # draft tokens verified and rolled back
+
+
 class Usage(_Strict):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: PromptTokensDetails
+    completion_tokens_details: CompletionTokensDetails
 
 
 class Conclave(_Strict):

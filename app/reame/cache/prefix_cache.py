@@ -207,6 +207,20 @@ class PrefixCache:
                 self.disk.remove(path)
             return None
 
+    def preload(self, group: str, length: int, key: str) -> bool:
+        """Read one disk snapshot into RAM (cache/preload.py); False if it is not there, does
+        not check out, or would not fit. Its tokens are checked against a prompt when used."""
+        if not key or self.ram.contains(key) or self.disk is None:
+            return False
+        state = self._read(group, length, key)
+        if state is None or len(state.tokens) != length:
+            return False
+        if self.ram.num_bytes + state.num_bytes > self.ram.max_bytes:
+            return False
+        self.ram.put(group, key, state)
+        self._publish_ram()
+        return True
+
     def holds(self, tokens: list[int], length: int, scope: str = "") -> bool:
         chain = group_chain(tokens[:length], scope)
         key = prefix_key(chain, tokens, length)

@@ -48,6 +48,7 @@ class Reuse:
     snapshot_at: tuple[int, ...]  # prompt lengths whose states are kept
     keep_state: bool  # the final state comes back with the finish event...
     keep_state_min_new: int  # ...if the request computed this many beyond what it restored
+    cold_cuts: tuple[int, ...] = ()  # its snapshot points on an empty cache
 
 
 class PrefixReuse:
@@ -95,6 +96,14 @@ class PrefixReuse:
         """A session's state after a turn, kept for its next one (replacing the last)."""
         self.sessions.save(session.session_id, state, session.owner)
 
+    def kept_later(self, scope: str, session: SessionKey | None, state: SavedState) -> None:
+        """A final state kept after warm-ahead work (engine thread): in the cache now, pinned
+        for its session on the event loop's next use of the sessions."""
+        if session is not None:
+            self.sessions.pin_later(session.session_id, state, session.owner)
+        if self.cache is not None:
+            self.cache.offer(state, scope)
+
     def unpin(self, session: SessionKey) -> bool:
         """Let go of a session's state (the session is deleted); False if there was none."""
         return self.sessions.delete(session.session_id, session.owner)
@@ -113,23 +122,28 @@ class PrefixReuse:
         found = self.match(tokens, scope, session)
         prefix = found.state if found is not None else None
         points: tuple[int, ...] = ()
+        cold: tuple[int, ...] = ()
         cache = self.cache
-        if cache is not None and take_snapshots:
-            base = found.length if found is not None else 0
+        if cache is not None:
             # NOTE: a request restores at most its prompt but the last token (whose logits it
             # needs); a recurrent state cannot be cut back to that, so it is saved there
             end = len(tokens) if self._can_cut else len(tokens) - 1
+            cold = cache.policy.points(end, list(marks))
+        if cache is not None and take_snapshots:
+            base = found.length if found is not None else 0
             wanted = cache.policy.points(end, list(marks), base)
             points = tuple(p for p in wanted if not cache.holds(tokens, p, scope))
         keeps_final = session is not None or (cache is not None and take_snapshots)
         min_new = 0 if session is not None else MIN_NEW_FOR_FINAL
-        return Reuse(prefix, points, keeps_final, min_new)
+        return Reuse(prefix, points, keeps_final, min_new, cold)
 
     def finished(self, event: FinishEvent, scope: str, session: SessionKey | None) -> None:
         """Book what reuse saved, and keep the final state: pinned for a session's next turn,
         and in the cache for any request that starts alike."""
         if session is not None and event.state is not None:
             self.pin(session, event.state)
+        elif session is not None and event.state_follows:
+            self.sessions.count_turn(session.session_id, session.owner)  # its state: kept_later
         if self.cache is None:
             return
         self.cache.count_tokens(event.num_cached_tokens, event.num_prompt_tokens)

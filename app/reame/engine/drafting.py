@@ -6,7 +6,8 @@ suggestion that is nearly always right can beat a long lookup that is mostly wro
 Suggeritore's form may be followed by what the context lookup finds after it (the words that
 filled the same form before), as one run whose shares are booked to each. A drafter that runs
 a model is asked only where nothing ranked above it proposed, as its proposal costs a forward
-pass a token.
+pass a token. Each decision is on the sequence's own figures (`Sequence.draft_stats`) where its
+runs have given some.
 """
 
 from __future__ import annotations
@@ -59,12 +60,13 @@ def best_proposal(
     room = min(context_length - len(seq.tokens) - 1, params.max_tokens - seq.num_generated - 1)
     found: list[Proposal] = []
     lengths: dict[str, int] = {}
-    for name in controller.order(list(seq.drafters)):
+    own = seq.draft_stats
+    for name in controller.order(list(seq.drafters), own):
         drafter = seq.drafters[name]
         if drafter.runs_a_model and found:
             continue
         k = lengths[name] = min(
-            controller.draft_length(name, batch_tokens, params.speculation), room
+            controller.draft_length(name, batch_tokens, params.speculation, own), room
         )
         if k <= 0:
             continue
@@ -81,7 +83,7 @@ def best_proposal(
     if not found:
         return None
     found += _continued(seq, found, lengths.get(ContextLookup.name, 0))
-    return max(found, key=lambda p: controller.rate(p.parts, batch_tokens))
+    return max(found, key=lambda p: controller.rate(p.parts, batch_tokens, own))
 
 
 def _continued(seq: Sequence, found: list[Proposal], length: int) -> list[Proposal]:

@@ -256,13 +256,16 @@ class Engine:
                 self._wake_consumers()
             if not self._take_inbox(block=is_idle):
                 break
+            update.yield_warm()
             update.admitted(scheduler.admit(time.monotonic()))
             self._publish_counts()
-            if scheduler.running:
+            if scheduler.running or scheduler.warming:
                 self._step()
             update.out.deliver(self._on_snapshot)
         for seq in scheduler.everyone():
             update.finish(seq, Finish.ABORT)
+        for seq in list(scheduler.warming):  # what they computed outlives the process
+            update.warmed(seq)
         update.out.deliver(self._on_snapshot)
         self._wake_consumers()
 

@@ -21,6 +21,8 @@ SnapshotHook = Callable[[SavedState, str], None]
 class Outbox:
     events: list[tuple[Sequence, Event]] = field(default_factory=list)
     snapshots: list[tuple[SavedState, str]] = field(default_factory=list)  # state, scope
+    # final states kept after warm-ahead work, and where each goes (the request's keep_later)
+    finals: list[tuple[Callable[[SavedState], None], SavedState]] = field(default_factory=list)
 
     def emit(self, seq: Sequence, event: Event) -> None:
         if seq.held is not None:
@@ -47,3 +49,9 @@ class Outbox:
                 on_snapshot(state, scope)
             except Exception:  # NOTE: a state not kept costs a later request time, no more
                 log.exception("a prefix state could not be kept")
+        finals, self.finals = self.finals, []
+        for keep, state in finals:
+            try:
+                keep(state)
+            except Exception:
+                log.exception("a final state could not be kept")

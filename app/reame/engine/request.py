@@ -50,10 +50,18 @@ class GenerationRequest:
     keep_state_min_new: int = 0  # ...if it computed this many beyond what it restored
     # prompt lengths at which the engine hands the sequence's state to its snapshot hook
     snapshot_at: tuple[int, ...] = ()
+    # where a cold request of this prompt (on an empty cache) would end its chunks: what a
+    # token-granular reuse must keep to (engine/exact_reuse.py)
+    cold_cuts: tuple[int, ...] = ()
     # whose computed prefixes it may reuse and adds to: "" for all (tenancy "shared"), else a
     # bearer key's digest
     scope: str = ""
     grammar: Grammar | None = None  # what the output must match; each sequence gets a matcher
+    # warm-ahead (engine/warm_ahead.py): what the template puts after an answer before the next
+    # question (its end of turn, the next user header), and where the state kept after them
+    # goes (called on the engine thread); empty or None: the final state goes with the finish
+    warm_ahead: tuple[int, ...] = ()
+    keep_later: Callable[[SavedState], None] | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -91,7 +99,13 @@ class FinishEvent:
     num_completion_tokens: int
     num_cached_tokens: int = 0
     error: str | None = None
+    # its draft tokens verified: in its answer, and not (OpenAI's accepted and rejected
+    # prediction tokens)
+    num_accepted_drafts: int = 0
+    num_rejected_drafts: int = 0
     state: SavedState | None = None
+    # the final state is kept after warm-ahead work, through the request's keep_later
+    state_follows: bool = False
 
 
 Event = TokenEvent | FinishEvent

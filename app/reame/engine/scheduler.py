@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from reame import metrics
 from reame.engine.drafting import add_drafts
 from reame.engine.kv_context import KVContext
 from reame.engine.plan import StepPlan, make_plan
 from reame.engine.sequence import SeqState, Sequence
-from reame.engine.slots import Slots
+from reame.engine.slots import Held, Slots, starts_at
+from reame.engine.warm_ahead import best_take_over
 from reame.spec.speculation import Speculation
 
 
@@ -51,16 +53,19 @@ class Scheduler:
         self.context_length = context_length
         self.budget = context.shape.batch_size
         self.num_sequences = context.shape.num_sequences
-        self.slots = Slots(context, keeps_prompts)
+        self.slots = Slots(context, keeps_prompts, self.budget)
         self.waiting: deque[Sequence] = deque()
         self.late: deque[LateFork] = deque()  # first first
         self.running: list[Sequence] = []
+        # answered sequences still in their slots, with the next turn's first tokens to compute
+        # when nothing else runs (engine/warm_ahead.py); oldest first
+        self.warming: list[Sequence] = []
         self._spec = speculation
         self.max_wait = max_wait_seconds
 
     @property
     def is_idle(self) -> bool:
-        return not self.running and not self.waiting and not self.late
+        return not self.running and not self.waiting and not self.late and not self.warming
 
     def everyone(self) -> list[Sequence]:
         return [*self.running, *self.waiting, *(late.seq for late in self.late)]
@@ -109,13 +114,50 @@ class Scheduler:
             1 + len(self.waiting[0].forks), self.num_sequences
         ):
             seq = self.waiting.popleft()
-            self.slots.place(seq)
+            if not self._take_over(seq):
+                self.slots.place(seq)
             self.start(seq)
             for fork in seq.forks:
                 if self.slots.num_free:
                     fork.slot = self.slots.take_empty()
             out.admitted.append(seq)
         return out
+
+    def _take_over(self, seq: Sequence) -> bool:
+        """A request that starts with a warming sequence's tokens goes on in its slot: nothing
+        is copied, and what warm-ahead had not computed yet it computes as its own prompt."""
+        request = seq.request
+        restorable = request.prefix.common_length(request.prompt[:-1]) if request.prefix else 0
+        take = best_take_over(self.warming, request.prompt, request.scope, restorable)
+        if take is None or seq.forks:
+            return False
+        warm = take.warm
+        held = Held.of(warm, warm.num_computed)
+        length = self.slots.reusable(seq, held, take.length)
+        if length <= restorable:
+            return False
+        self.warming.remove(warm)
+        seq.slot, warm.slot, warm.state = warm.slot, -1, SeqState.FINISHED
+        if not self.slots.context.remove(seq.slot, length):
+            self.slots.context.clear(seq.slot)  # NOTE: it cannot be cut there: a cold start
+            return True
+        starts_at(seq, length, held)
+        metrics.WARM_AHEAD.labels("taken_over").inc()
+        return True
+
+    def needs_slots(self) -> int:
+        """How many warming sequences must give their slots up for the queue's first request."""
+        if not self.waiting:
+            return 0
+        need = min(1 + len(self.waiting[0].forks), self.num_sequences) - self.slots.num_free
+        return max(0, min(need, len(self.warming)))
+
+    def warm(self, seq: Sequence) -> None:
+        """An answered sequence stays in its slot to warm its next turn ahead."""
+        if seq in self.running:
+            self.running.remove(seq)
+        seq.state = SeqState.WARMING
+        self.warming.append(seq)
 
     def start(self, seq: Sequence) -> None:
         """A sequence that holds a slot joins the running batch."""
@@ -129,6 +171,8 @@ class Scheduler:
     def schedule(self) -> StepPlan:
         """The next step: drafts for the decoding sequences that can verify them, then every
         running sequence's missing tokens packed into the token budget."""
+        if not self.running:  # NOTE: warm-ahead only where no request is running or waiting
+            return make_plan(self.warming, self.budget) if not self.waiting else StepPlan(())
         if self._spec is not None:
             add_drafts(self._spec, self.running, self.context_length)
         return make_plan(self.running, self.budget)
@@ -140,9 +184,12 @@ class Scheduler:
             self.slots.release(seq, keep_prompt)
         if seq in self.running:
             self.running.remove(seq)
+        if seq in self.warming:
+            self.warming.remove(seq)
         seq.state = SeqState.FINISHED
 
     def clear(self) -> None:
         self.running.clear()
+        self.warming.clear()
         self.waiting.clear()
         self.late.clear()

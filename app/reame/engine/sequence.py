@@ -10,6 +10,7 @@ from reame.detokenize import TextStream
 from reame.engine.request import Event, GenerationRequest, Sink
 from reame.grammar import Constraint
 from reame.sampling import Sampler
+from reame.spec.controller import RequestStats
 from reame.spec.drafter import Drafter
 from reame.spec.speculation import DraftParts
 
@@ -18,6 +19,9 @@ class SeqState(StrEnum):
     WAITING = "waiting"  # queued for a free sequence
     FORK_WAITING = "fork_waiting"  # a group's candidate whose prompt is computed, for a sequence
     RUNNING = "running"  # in a llama sequence (a slot): computing its prompt or decoding
+    # answered, still in its slot: the next turn's first tokens are computed when nothing else
+    # runs (engine/warm_ahead.py)
+    WARMING = "warming"
     FINISHED = "finished"
 
 
@@ -38,11 +42,19 @@ class Sequence:
     snapshots_due: list[int] = field(default_factory=list)  # ascending prompt lengths
     # where its prompt's chunks ended (and where a restore left off): a later request may
     # reuse this sequence's KV up to one of them and compute the rest as a cold request would
-    chunk_ends: list[int] = field(default_factory=list)
+    chunk_ends: list[int] = field(default_factory=lambda: [0])
+    # the prompt chunks (start, end) that computed its KV, here or in the sequence it went on
+    # from; a restored state's are not known (engine/exact_reuse.py)
+    chunks: list[tuple[int, int]] = field(default_factory=list)
     drafters: dict[str, Drafter] = field(default_factory=dict)  # none: no speculation
     # proposed tokens after `tokens`, computed and verified in the next step; never in `tokens`
     drafts: list[int] = field(default_factory=list)
     draft_parts: DraftParts = ()  # who drafted them
+    # its own verify runs, by drafter: what the controller decides its drafts on
+    draft_stats: dict[str, RequestStats] = field(default_factory=dict)
+    # of its drafts verified: those in its answer, and those rolled back (or cut by its end)
+    num_drafts_kept: int = 0
+    num_drafts_refused: int = 0
     # the rest of a group sharing this prompt: they start from its KV once it is computed
     forks: list[Sequence] = field(default_factory=list)
     constraint: Constraint | None = None  # its place in its grammar, after all of `tokens`

@@ -4,21 +4,43 @@ a request starting alike goes on from without a copy. Engine thread only."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from reame import metrics
 from reame.cache.snapshot_policy import MIN_RESIDENT
+from reame.engine.exact_reuse import exact_reuse
 from reame.engine.kv_context import KVContext
 from reame.engine.request import SavedState, common_length
 from reame.engine.sequence import Sequence
 
 
+@dataclass(slots=True, frozen=True)
+class Held:
+    """What a finished sequence left in its slot's KV (none of the request's sink or sampler:
+    nothing of a client is kept alive by it)."""
+
+    tokens: list[int]  # the tokens its KV holds
+    chunk_ends: list[int]
+    chunks: list[tuple[int, int]]
+    scope: str
+    num_prompt: int
+
+    @classmethod
+    def of(cls, seq: Sequence, length: int) -> Held:
+        ends = seq.chunk_ends
+        return cls(seq.tokens[:length], ends, seq.chunks, seq.request.scope, seq.num_prompt)
+
+
 class Slots:
-    def __init__(self, context: KVContext, keeps_prompts: bool) -> None:
+    def __init__(self, context: KVContext, keeps_prompts: bool, budget: int = 512) -> None:
+        """`budget`: a step's tokens at most (where a cold request's chunks end)."""
         self.context = context
         self._keeps_prompts = keeps_prompts
+        self._budget = budget
         self._free = set(range(context.shape.num_sequences))
-        # free slots whose KV still holds a finished prompt: (its tokens, its chunk ends, the
-        # scope of the request that computed it)
-        self._resident: dict[int, tuple[list[int], list[int], str]] = {}
+        # free slots whose KV still holds a finished prompt (and, after warm-ahead, its answer):
+        # the sequence that computed it, and how many of its tokens the KV holds
+        self._resident: dict[int, Held] = {}
 
     @property
     def num_free(self) -> int:
@@ -36,27 +58,47 @@ class Slots:
     def _reuse_resident(self, seq: Sequence) -> bool:
         """Take the free slot whose KV still holds the longest reusable prefix of this prompt,
         if that beats restoring the request's prefix: nothing is copied (llama-server's slot
-        reuse, up to a chunk end so the rest is computed as a cold request computes it)."""
+        reuse, where it stays exact: see reusable)."""
         prompt = seq.request.prompt[:-1]
         best_slot, best = -1, 0
-        for slot, (tokens, ends, scope) in self._resident.items():
-            if scope != seq.request.scope:
+        for slot, held in self._resident.items():
+            if held.scope != seq.request.scope:
                 continue
-            common = common_length(tokens, prompt)
-            reuse = max((e for e in ends if e <= common), default=0)
+            reuse = self.reusable(seq, held, common_length(held.tokens, prompt))
             if reuse > best:
                 best_slot, best = slot, reuse
         prefix = seq.request.prefix
         if best < MIN_RESIDENT or (prefix is not None and prefix.common_length(prompt) > best):
             return False
         self._free.remove(best_slot)
-        del self._resident[best_slot]
+        held = self._resident.pop(best_slot)
         seq.slot = best_slot
         if not self.context.remove(best_slot, best):
             self.context.clear(best_slot)  # NOTE: it cannot be cut there: a cold start
             best = 0
-        _starts_at(seq, best)
+        starts_at(seq, best, held)
         return True
+
+    def reusable(self, seq: Sequence, held: Held, common: int) -> int:
+        """How much of the KV `held` (a finished sequence's) left, which shares `common` tokens
+        with `seq`'s prompt, to go on from. Inside the prompt that computed it: all of them
+        where every token stays on a cold request's kernel path (engine/exact_reuse.py), else
+        up to one of its chunk ends. Past that prompt (its answer, warmed ahead): all of them,
+        as a kept final state is reused (its answer was computed a token at a time, as no
+        prompt is)."""
+        if common >= held.num_prompt:
+            return min(common, seq.num_prompt - 1)
+        request = seq.request
+        own = [p for p in seq.snapshots_due if p > common]
+        return exact_reuse(
+            common,
+            held.chunk_ends,
+            held.chunks,
+            request.cold_cuts,
+            own,
+            seq.num_prompt,
+            self._budget,
+        )
 
     def take_empty(self) -> int:
         """The lowest free slot holding nothing, else the lowest free slot, emptied."""
@@ -79,21 +121,25 @@ class Slots:
         if not self.context.remove(seq.slot, common):
             self.context.clear(seq.slot)  # NOTE: a state that cannot be cut is computed anew
             return
-        _starts_at(seq, common)
+        starts_at(seq, common)
 
     def release(self, seq: Sequence, keep_prompt: bool) -> None:
         """Free a sequence's slot; with `keep_prompt` (and a prefix cache) its prompt's KV stays
         there for a request that starts alike."""
         keep = max(seq.chunk_ends, default=0) if keep_prompt else 0
         if self._keeps_prompts and keep >= MIN_RESIDENT and self.context.remove(seq.slot, keep):
-            self._resident[seq.slot] = (seq.tokens[:keep], seq.chunk_ends, seq.request.scope)
+            self._resident[seq.slot] = Held.of(seq, keep)
         else:
             self.context.clear(seq.slot)
         self._free.add(seq.slot)
         seq.slot = -1
 
 
-def _starts_at(seq: Sequence, num_cached: int) -> None:
+def starts_at(seq: Sequence, num_cached: int, held: Held | None = None) -> None:
+    """The sequence goes on from `num_cached` tokens already in its slot (left there by
+    `held`, whose chunks up to there it inherits; else restored, chunks unknown)."""
     seq.num_computed = seq.num_cached = num_cached
-    seq.chunk_ends = [num_cached]
+    seq.chunk_ends = [e for e in held.chunk_ends if e < num_cached] if held else []
+    seq.chunk_ends.append(num_cached)
+    seq.chunks = [c for c in held.chunks if c[0] < num_cached] if held else []
     seq.snapshots_due = [p for p in seq.snapshots_due if p > num_cached]

@@ -16,7 +16,8 @@ from reame.engine.plan import Part, StepPlan
 from reame.engine.request import Finish, FinishEvent, SavedState, TokenEvent
 from reame.engine.runner import StepOutput
 from reame.engine.scheduler import Admission, LateFork, Scheduler
-from reame.engine.sequence import Sequence
+from reame.engine.sequence import SeqState, Sequence
+from reame.engine.warm_ahead import warm_tail
 from reame.llama import Model
 from reame.sampling import Sampled
 from reame.spec.speculation import Speculation
@@ -68,15 +69,21 @@ class Update:
             seq = part.seq
             if part.end <= seq.num_prompt:
                 seq.chunk_ends.append(part.end)
+                seq.chunks.append((part.start, part.end))
             seq.num_computed = min(part.end, len(seq.tokens))
             seq.num_forced = min(seq.num_forced, len(seq.tokens) - seq.num_computed)
             self.out.release_held(seq)
             if seq.snapshots_due:
                 self._snapshot(seq)
         for part in plan.parts:
+            seq = part.seq
+            if seq.state is SeqState.WARMING:
+                metrics.WARM_AHEAD_TOKENS.inc(len(part.tokens))
+                if seq.num_computed == len(seq.tokens):
+                    self.warmed(seq)
+                continue
             if not part.wants_logits:
                 continue
-            seq = part.seq
             try:
                 if seq.drafts:
                     self._verify(seq, part, output)
@@ -93,6 +100,8 @@ class Update:
         for part in plan.parts:
             if part.seq in self.scheduler.running:
                 self.finish(part.seq, Finish.ERROR, error=error)
+            elif part.seq.state is SeqState.WARMING:
+                self.scheduler.release(part.seq, keep_prompt=False)
 
     # -- one sequence -----------------------------------------------------------------------
 
@@ -125,13 +134,17 @@ class Update:
         kept = seq.sampler.verify(drafts, lambda i: logits(rows[i]), seq.tokens, allowed_at)
         accepted = len(kept) - 1
         assert self._spec is not None  # only a sequence with drafters has drafts
-        self._spec.booked(parts, len(drafts), accepted)
+        self._spec.booked(parts, len(drafts), accepted, seq.draft_stats)
         computed = part.start + 1 + accepted  # the decode token and the drafts kept
-        reason = None
+        reason, taken = None, 0
         for sampled in kept:
+            taken += 1
             reason = self._take(seq, sampled)
             if reason is not None:
                 break
+        answered = min(taken, accepted)  # NOTE: a kept draft after the answer's end is not in it
+        seq.num_drafts_kept += answered
+        seq.num_drafts_refused += len(drafts) - answered
         if reason is None and self._forced_runs:
             reason = self._take_run(seq, take_forced(seq, whole_run=True))
         # NOTE: the KV cache holds what was computed of the tokens kept, nothing after
@@ -151,7 +164,7 @@ class Update:
             seq.num_computed = start
         else:
             self.context.clear(seq.slot)
-            seq.num_computed, seq.chunk_ends = 0, []
+            seq.num_computed, seq.chunk_ends, seq.chunks = 0, [0], []
             replayed = len(seq.tokens) - 1
         metrics.SPEC_REPLAYED.inc(replayed)
         if self._spec is not None:
@@ -259,16 +272,21 @@ class Update:
         seq.forks = []
         state = None
         request = seq.request
-        if (
+        keeps = (
             seq.slot >= 0
             and request.keep_state
             and seq.num_computed - seq.num_cached >= request.keep_state_min_new
             and reason.is_whole
-        ):
+        )
+        warm = self._warm_tail(seq, reason) if keeps else None
+        if keeps and warm is None:
             kept = tuple(seq.tokens[: seq.num_computed])
             state = SavedState(kept, self.context.save_state(seq.slot))
-        # NOTE: a candidate of a group holds a slot it never ran in: nothing of it to keep
-        self.scheduler.release(seq, keep_prompt=reason.is_whole and seq.num_computed > 0)
+        elif warm is None:
+            # NOTE: a candidate of a group holds a slot it never ran in: nothing of it to keep
+            self.scheduler.release(seq, keep_prompt=reason.is_whole and seq.num_computed > 0)
+        if state is not None:
+            self.scheduler.release(seq, keep_prompt=True)
         if self._spec is not None and reason.is_whole:
             self._spec.learn(seq.tokens, seq.num_prompt, request.scope)
         self._on_finished()
@@ -284,5 +302,48 @@ class Update:
                 seq.num_cached,
                 error=error,
                 state=state,
+                num_accepted_drafts=seq.num_drafts_kept,
+                num_rejected_drafts=seq.num_drafts_refused,
+                state_follows=warm is not None,
             ),
         )
+        if warm is not None:  # NOTE: after the event, which counts the tokens it took
+            del seq.tokens[seq.num_computed :]
+            seq.tokens.extend(warm)
+            self.scheduler.warm(seq)
+
+    # -- warm-ahead (engine/warm_ahead.py) ------------------------------------------------------
+
+    def _warm_tail(self, seq: Sequence, reason: Finish) -> list[int] | None:
+        """What to warm after this answer, None for nothing (the state is kept at once)."""
+        request = seq.request
+        if not request.warm_ahead or request.keep_later is None or seq.forks:
+            return None
+        last = seq.tokens[-1] if seq.num_generated > 0 else -1
+        ends_turn = reason is Finish.STOP and self.model.is_end_of_generation(last)
+        grammar_done = seq.constraint is not None and seq.constraint.is_finished
+        if reason is Finish.STOP and not ends_turn and not grammar_done:
+            return None  # a stop string cut the text: the next prompt is not these tokens
+        tail = warm_tail(seq.tokens[: seq.num_computed], seq.tokens, request.warm_ahead, ends_turn)
+        if tail is None or seq.num_computed + len(tail) >= self.context_length:
+            return None
+        return tail
+
+    def warmed(self, seq: Sequence) -> None:
+        """A warming sequence's state is kept as far as it is computed (all of its work, or
+        less when it yields), and its slot freed with all of that KV left for a request that
+        starts alike."""
+        is_done = seq.num_computed == len(seq.tokens)
+        kept = tuple(seq.tokens[: seq.num_computed])
+        state = SavedState(kept, self.context.save_state(seq.slot))
+        assert seq.request.keep_later is not None
+        self.out.finals.append((seq.request.keep_later, state))
+        metrics.WARM_AHEAD.labels("kept" if is_done else "yielded").inc()
+        seq.chunk_ends.append(seq.num_computed)
+        del seq.tokens[seq.num_computed :]
+        self.scheduler.release(seq, keep_prompt=True)
+
+    def yield_warm(self) -> None:
+        """Free the slots a waiting request needs from warming sequences, oldest first."""
+        for seq in self.scheduler.warming[: self.scheduler.needs_slots()]:
+            self.warmed(seq)

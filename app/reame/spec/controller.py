@@ -10,12 +10,19 @@ computes again). A run of k drafts accepted token by token with probability a yi
 (1 - a^(k+1)) / (1 - a) tokens, so it picks the k that gives most tokens a second, 0 when no k
 beats a plain step. A drafter at k = 0 is probed now and then with a short run, so it comes
 back when the traffic changes.
+
+A request decides on its own runs too (`RequestStats`, kept on its sequence): the drafter-wide
+acceptance is the prior, worth PRIOR_TRIALS drafts, of a Beta-like estimate that its own kept
+and refused drafts move, each fading as later ones come. A request on a subject the archive has
+seen drafts long after a few runs, a novel one stops after one or two, whatever the other
+requests do. The drafter-wide figure is still moved by every run: it is what a new request
+starts from, what the gauge shows, and whether a drafter is off and probed.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 # NOTE: at most 48: llama.cpp's CPU flash attention takes another path (other rounding) for 64
@@ -29,10 +36,46 @@ PROBE_LENGTH = 2
 # catches up on what the sequence said since its last probe, so its probes are spaced out more
 PROBE_SHARE = 0.01
 PROBE_SOON = 8  # decisions to the next probe after one whose drafts were all kept
+# a request's own estimate: a Beta whose prior is the drafter-wide acceptance worth PRIOR_TRIALS
+# drafts, all of it (the prior too) fading by 1/REQUEST_MEMORY with each draft verified, so that
+# a request's own drafts soon outweigh the others' and it follows a request that goes from a
+# part it repeats to one it does not
+PRIOR_TRIALS = 4.0
+REQUEST_MEMORY = 12.0
 
 
 @dataclass(slots=True)
-class _DrafterStats:
+class RequestStats:
+    """One request's own verify runs of one drafter: its drafts kept and refused, faded."""
+
+    kept: float = 0.0
+    refused: float = 0.0
+    prior_weight: float = PRIOR_TRIALS
+
+    def record(self, proposed: int, accepted: int) -> None:
+        for _ in range(accepted):
+            self._trial(1.0, 0.0)
+        if accepted < proposed:
+            self._trial(0.0, 1.0)
+
+    def estimate(self, prior: float) -> float:
+        """The chance that its next draft is kept, `prior` being the drafter-wide figure."""
+        weight = self.prior_weight
+        return (weight * prior + self.kept) / (weight + self.kept + self.refused)
+
+    def _trial(self, kept: float, refused: float) -> None:
+        fade = 1.0 - 1.0 / REQUEST_MEMORY
+        self.kept = self.kept * fade + kept
+        self.refused = self.refused * fade + refused
+        self.prior_weight *= fade
+
+
+# a request's own figures, by drafter (none yet: the drafter-wide ones)
+OwnStats = Mapping[str, RequestStats]
+
+
+@dataclass(slots=True)
+class DrafterStats:
     # optimistic at first, so a new drafter gets tried (at 0.8 a 2-token run pays where a
     # 3-token batch costs 2.3 steps, as here); a wrong one falls below in a few runs
     acceptance: float = 0.8
@@ -51,7 +94,7 @@ class SpecController:
     mode: str = "auto"  # auto | on | off
     max_length: int = 32
     step_seconds: dict[int, float] = field(default_factory=dict)
-    drafters: dict[str, _DrafterStats] = field(default_factory=dict)
+    drafters: dict[str, DrafterStats] = field(default_factory=dict)
     # memory that cannot be cut back (recurrent layers): each verify run is checkpointed
     # first, and a run with refused drafts is rolled back and its kept tokens computed again
     uses_checkpoints: bool = False
@@ -74,10 +117,19 @@ class SpecController:
             seconds if old is None else old + SMOOTHING * (seconds - old)
         )
 
-    def record_drafts(self, drafter: str, proposed: int, accepted: int) -> None:
-        """`accepted` of the `proposed` drafts were kept (a run stops at the first refusal)."""
+    def record_drafts(
+        self,
+        drafter: str,
+        proposed: int,
+        accepted: int,
+        own: dict[str, RequestStats] | None = None,
+    ) -> None:
+        """`accepted` of the `proposed` drafts were kept (a run stops at the first refusal);
+        `own`: the figures of the request whose run it was, moved too."""
         if proposed <= 0:
             return
+        if own is not None:
+            own.setdefault(drafter, RequestStats()).record(proposed, accepted)
         stats = self._stats(drafter)
         stats.runs += 1
         stats.proposed += proposed
@@ -110,17 +162,25 @@ class SpecController:
 
     # -- what it decides ---------------------------------------------------------------------
 
-    def draft_length(self, drafter: str, batch_tokens: int, mode: str | None = None) -> int:
-        """How many drafts of this drafter to verify beside `batch_tokens` other tokens
-        (`mode`: a request's own choice, over the server's)."""
+    def draft_length(
+        self, drafter: str, batch_tokens: int, mode: str | None = None, own: OwnStats | None = None
+    ) -> int:
+        """How many drafts of this drafter to verify beside `batch_tokens` other tokens for a
+        request whose own figures are `own` (`mode`: its own choice, over the server's)."""
         mode = mode or self.mode
         if mode == "on":
             return self.max_length
         if mode == "off":
             return 0
         stats = self._stats(drafter)
-        best = self.best_length(stats.acceptance, batch_tokens, stats.seconds_per_draft)
-        stats.is_enabled = best > 0
+        shared = self.best_length(stats.acceptance, batch_tokens, stats.seconds_per_draft)
+        # NOTE: on or off by the drafter-wide figure alone: the gauge and the log say what a
+        # new request gets, and do not flicker from one request's figures to another's
+        stats.is_enabled = shared > 0
+        acceptance = self.acceptance(drafter, own)
+        best = shared
+        if acceptance != stats.acceptance:
+            best = self.best_length(acceptance, batch_tokens, stats.seconds_per_draft)
         if best == 0:
             stats.skipped += 1
             if stats.skipped >= self.probe_interval(drafter):
@@ -150,17 +210,19 @@ class SpecController:
                 best, best_rate = k, rate
         return best
 
-    def rate(self, parts: Sequence[tuple[str, int]], batch_tokens: int) -> float:
+    def rate(
+        self, parts: Sequence[tuple[str, int]], batch_tokens: int, own: OwnStats | None = None
+    ) -> float:
         """Tokens a second that verifying a run of drafts is expected to give one sequence
         beside `batch_tokens` others; `parts`: how many drafts of which drafter, in order."""
         expected, kept, proposing = 1.0, 1.0, 0.0
         chances: list[float] = []
         for drafter, count in parts:
-            stats = self._stats(drafter)
-            proposing += count * stats.seconds_per_draft
-            chances += [stats.acceptance] * count
+            acceptance = self.acceptance(drafter, own)
+            proposing += count * self._stats(drafter).seconds_per_draft
+            chances += [acceptance] * count
             for _ in range(count):
-                kept *= stats.acceptance
+                kept *= acceptance
                 expected += kept
         rollback = self._rollback_cost(chances, batch_tokens)
         return expected / (self._cost(batch_tokens + 1 + len(chances)) + proposing + rollback)
@@ -174,14 +236,21 @@ class SpecController:
             return self.mode == "on"
         return self._stats(drafter).is_enabled
 
-    def order(self, names: list[str]) -> list[str]:
+    def order(self, names: list[str], own: OwnStats | None = None) -> list[str]:
         """Drafters to ask first: the best accepted."""
-        return sorted(names, key=lambda n: -self._stats(n).acceptance)
+        return sorted(names, key=lambda n: -self.acceptance(n, own))
 
-    def _stats(self, drafter: str) -> _DrafterStats:
+    def acceptance(self, drafter: str, own: OwnStats | None = None) -> float:
+        """How often a draft of this drafter is kept: for a request with runs of its own, its
+        estimate from them."""
+        prior = self._stats(drafter).acceptance
+        mine = own.get(drafter) if own else None
+        return prior if mine is None else mine.estimate(prior)
+
+    def _stats(self, drafter: str) -> DrafterStats:
         stats = self.drafters.get(drafter)
         if stats is None:
-            stats = self.drafters[drafter] = _DrafterStats()
+            stats = self.drafters[drafter] = DrafterStats()
         return stats
 
     def _rollback_cost(self, chances: list[float], batch_tokens: int) -> float:

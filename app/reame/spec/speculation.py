@@ -11,7 +11,7 @@ import structlog
 
 from reame import metrics
 from reame.spec.context_lookup import ContextLookup
-from reame.spec.controller import SpecController
+from reame.spec.controller import RequestStats, SpecController
 from reame.spec.drafter import Drafter
 from reame.spec.model_drafter import DraftModel, ModelDrafter
 from reame.spec.palimpsest import Palimpsest
@@ -61,10 +61,16 @@ class Speculation:
                 metrics.SPEC_ENABLED.labels(name).set(int(is_enabled))
                 log.info("speculation", drafter=name, enabled=is_enabled)
 
-    def booked(self, parts: DraftParts, verified: int, accepted: int) -> None:
+    def booked(
+        self,
+        parts: DraftParts,
+        verified: int,
+        accepted: int,
+        own: dict[str, RequestStats] | None = None,
+    ) -> None:
         """A verify run: `accepted` of the `verified` drafts kept (the step's token budget may
         have cut the run short); each drafter is booked for its own share, as far as the run
-        got to it."""
+        got to it, drafter-wide and in `own` (the figures of the sequence whose run it was)."""
         offset = 0
         for name, count in parts:
             if accepted < offset:
@@ -72,7 +78,7 @@ class Speculation:
             share_verified = min(max(verified - offset, 0), count)
             if share_verified > 0:
                 share_accepted = min(accepted - offset, count)
-                self.controller.record_drafts(name, share_verified, share_accepted)
+                self.controller.record_drafts(name, share_verified, share_accepted, own)
                 metrics.SPEC_DRAFTED.labels(name).inc(share_verified)
                 metrics.SPEC_ACCEPTED.labels(name).inc(share_accepted)
             metrics.SPEC_LENGTH.labels(name).set(count)

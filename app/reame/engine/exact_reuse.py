@@ -1,0 +1,91 @@
+"""How much of a free sequence's KV a request may reuse and still compute what a cold request
+computes, token for token. Pure.
+
+llama.cpp's CPU kernels take one of three paths for the queries of a sequence in a batch: one
+query (a split-KV path once the cache is long), 2 to 63 (one row at a time), 64 or more (tiled
+flash attention). Each rounds its own way. In the tiled path a query's result does not depend
+on how many others share its batch; below it, it does (measured: a JSON answer changed when 33
+prompt tokens of a 45-token chunk were reused and the other 12 computed as a chunk of their
+own, tests/test_grammar_engine.py). So a reuse is exact when every position the request reuses
+was computed, and every position it computes will be, in a chunk of 64 or more, as a cold
+request of the same prompt computes it. A cold request stops its chunks at its snapshot points
+and at the token budget of a step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+TILED_QUERIES = 64  # ggml-cpu's flash attention: tiled from this many queries of a sequence
+TILED = 2  # path_of a chunk of TILED_QUERIES or more
+
+
+def path_of(width: int) -> int:
+    """The kernel path of a chunk of `width` tokens of one sequence."""
+    return 0 if width == 1 else 1 if width < TILED_QUERIES else 2
+
+
+def chunks(start: int, end: int, cuts: Sequence[int], budget: int) -> list[tuple[int, int]]:
+    """The chunks a sequence computes [start, end) in: stopping at each cut inside, at most
+    `budget` tokens each (schedule.plan_step, alone in its steps)."""
+    out = []
+    stops = sorted({c for c in cuts if start < c < end} | {end})
+    at = start
+    for stop in stops:
+        while at < stop:
+            step = min(budget, stop - at)
+            out.append((at, at + step))
+            at += step
+    return out
+
+
+def _paths(pieces: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int, int]]:
+    """(start, end, path) of the pieces' parts inside [lo, hi)."""
+    out = []
+    for a, b in pieces:
+        if b > lo and a < hi:
+            out.append((max(a, lo), min(b, hi), path_of(b - a)))
+    return out
+
+
+def _both_tiled(
+    x: Sequence[tuple[int, int]], y: Sequence[tuple[int, int]], lo: int, hi: int
+) -> bool:
+    """Every position in [lo, hi) is computed in the tiled path by both chunkings (each must
+    cover the range)."""
+    px, py = _paths(x, lo, hi), _paths(y, lo, hi)
+    bounds = sorted({lo, hi, *(a for a, _, _ in px + py)})
+    for a in bounds[:-1]:
+        path_x = next((p for s, e, p in px if s <= a < e), None)
+        path_y = next((p for s, e, p in py if s <= a < e), None)
+        if path_x != TILED or path_y != TILED:
+            return False
+    return True
+
+
+def exact_reuse(
+    common: int,
+    resident_ends: Sequence[int],
+    resident_chunks: Sequence[tuple[int, int]],
+    cold_cuts: Sequence[int],
+    own_cuts: Sequence[int],
+    num_prompt: int,
+    budget: int,
+) -> int:
+    """How much of a free sequence's KV to reuse: all `common` tokens it shares with the
+    prompt (at most the prompt but its last token) when every token stays in the tiled path
+    where a cold request computes it, else the last of its
+    chunk ends within them (where a cold request also cuts). `resident_ends`: where its chunks
+    ended (and where it went on from); `resident_chunks`: the chunks that computed its prompt,
+    as far as known; `cold_cuts`: the prompt's snapshot points on an empty cache; `own_cuts`:
+    this request's (it computes from the reuse to the prompt's end)."""
+    common = min(common, num_prompt - 1)
+    at_end = max((e for e in resident_ends if e <= common), default=0)
+    if common <= at_end:
+        return at_end
+    resident = resident_chunks
+    cold = chunks(0, num_prompt, cold_cuts, budget)
+    own = chunks(common, num_prompt, own_cuts, budget)
+    if _both_tiled(resident, cold, at_end, common) and _both_tiled(own, cold, common, num_prompt):
+        return common
+    return at_end

@@ -1,0 +1,123 @@
+"""Token-granular reuse of a free sequence's KV: the pure rule (every token on a cold request's
+kernel path), and on the real SmolLM2 answers equal to a cold request's while it reuses more
+than the chunk ends did, in the case that lost to llama-server (questions that share their
+first words)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import small_settings
+from reame.bench.workloads import filler_text
+from reame.engine.exact_reuse import chunks, exact_reuse, path_of
+from reame.runtime import Runtime
+from test_prefix_cache import answer, chat
+
+BUDGET = 512
+
+
+def test_kernel_paths_split_at_one_and_sixty_four_queries() -> None:
+    assert [path_of(w) for w in (1, 2, 63, 64, 512)] == [0, 1, 1, 2, 2]
+
+
+@given(
+    st.integers(0, 3000),
+    st.integers(1, 3000),
+    st.lists(st.integers(0, 6000), max_size=6),
+    st.integers(1, 600),
+)
+def test_chunks_cover_the_range_in_order_stop_at_cuts_and_keep_to_the_budget(
+    start: int, length: int, cuts: list[int], budget: int
+) -> None:
+    end = start + length
+    out = chunks(start, end, cuts, budget)
+    assert out[0][0] == start and out[-1][1] == end
+    assert all(a < b <= a + budget for a, b in out)
+    assert all(b == c for (_, b), (c, _) in zip(out, out[1:], strict=False))
+    ends = {b for _, b in out}
+    assert all(c in ends for c in cuts if start < c < end)
+
+
+def test_a_wide_tail_reused_into_stays_exact() -> None:
+    # cold: chunks end at 300 (the system prompt) and 520; the resident's prompt ended at 500
+    resident = ([0, 300, 500], [(0, 300), (300, 500)])
+    assert exact_reuse(302, *resident, (300, 520), (520,), 520, BUDGET) == 302
+
+
+def test_a_narrow_tail_is_not_reused_into() -> None:
+    # below 64 queries a token's rounding depends on its chunk: measured, an answer changed
+    resident = ([0, 300, 328], [(0, 300), (300, 328)])
+    assert exact_reuse(302, *resident, (300, 330), (330,), 330, BUDGET) == 300
+
+
+def test_a_reuse_that_moves_a_token_onto_another_path_stops_at_the_chunk_end() -> None:
+    # the rest, 20 tokens, would be computed narrow where a cold request computes 100 tiled
+    resident = ([0, 300, 400], [(0, 300), (300, 400)])
+    assert exact_reuse(380, *resident, (300, 400), (400,), 400, BUDGET) == 300
+    # the resident computed its tail narrow (300..340) where a cold request goes tiled (300..400)
+    resident = ([0, 300, 340], [(0, 300), (300, 340)])
+    assert exact_reuse(320, *resident, (300, 400), (400,), 400, BUDGET) == 300
+    # a lone last token is a path of its own
+    assert exact_reuse(329, *resident, (300, 330), (330,), 330, BUDGET) == 300
+
+
+def test_tokens_whose_chunk_is_not_known_are_not_reused_past_a_chunk_end() -> None:
+    # it went on from a restored state at 310: how its first 310 were computed is not known
+    resident = ([310, 400], [(310, 400)])
+    assert exact_reuse(305, *resident, (300, 445), (445,), 445, BUDGET) == 0
+    assert exact_reuse(320, *resident, (300, 445), (445,), 445, BUDGET) == 320
+
+
+def test_nothing_past_the_prompt_but_its_last_token_is_reused() -> None:
+    resident = ([0, 300, 328], [(0, 300), (300, 328)])
+    assert exact_reuse(500, *resident, (300, 330), (330,), 330, BUDGET) == 328
+
+
+SYSTEM = "You answer in one short sentence. " + filler_text(seed=9, num_words=300)
+CONTEXT = filler_text(seed=11, num_words=70)
+QUESTIONS = (
+    "Question 1: name a colour.",
+    "Question 2: name a fruit.",  # a narrow tail: reused up to the header only
+    f"Question 3: {CONTEXT} Name a tree.",
+    f"Question 3: {CONTEXT} {filler_text(seed=13, num_words=60)} Name a bird.",
+    f"Question 5: {filler_text(seed=12, num_words=70)} Name a fish.",
+    f"Quick: {CONTEXT} Name a fish.",
+)
+
+
+@pytest.fixture(scope="module")
+def cold(smollm2_path: Path) -> dict[str, list[int]]:
+    """Each answer computed on an empty cache (so with a cold request's chunks)."""
+    out = {}
+    for q in QUESTIONS:
+        settings = small_settings(smollm2_path, spec="off", prefix_cache_disk=False)
+        with Runtime(settings) as runtime:
+            out[q] = answer(runtime, q, SYSTEM)[0]
+    return out
+
+
+@pytest.mark.model
+def test_questions_that_share_first_words_reuse_them_and_answer_as_cold(
+    smollm2_path: Path, cold: dict[str, list[int]]
+) -> None:
+    # no RAM budget and no disk: only the KV left in the last request's slot can serve
+    settings = small_settings(
+        smollm2_path, spec="off", prefix_cache_ram_mb=0, prefix_cache_disk=False, parallel=1
+    )
+    with Runtime(settings) as runtime:
+        service = runtime.service
+        messages = chat(QUESTIONS[0], SYSTEM)
+        header = service.chat_marks(messages, service.chat_prompt(messages))[0]
+        cached = {}
+        for q in QUESTIONS:
+            tokens, cached[q] = answer(runtime, q, SYSTEM)
+            assert tokens == cold[q], q
+    # past the end of the system prompt and the user header, where the chunks end, when what
+    # follows stays a chunk of 64 tokens or more
+    assert cached[QUESTIONS[1]] == header
+    assert cached[QUESTIONS[3]] > header + 70  # the question number and the context
+    assert cached[QUESTIONS[4]] > header
