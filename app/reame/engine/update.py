@@ -282,11 +282,9 @@ class Update:
         if keeps and warm is None:
             kept = tuple(seq.tokens[: seq.num_computed])
             state = SavedState(kept, self.context.save_state(seq.slot))
-        elif warm is None:
+        if warm is None:  # else it keeps its slot, to warm its next turn (below)
             # NOTE: a candidate of a group holds a slot it never ran in: nothing of it to keep
             self.scheduler.release(seq, keep_prompt=reason.is_whole and seq.num_computed > 0)
-        if state is not None:
-            self.scheduler.release(seq, keep_prompt=True)
         if self._spec is not None and reason.is_whole:
             self._spec.learn(seq.tokens, seq.num_prompt, request.scope)
         self._on_finished()
