@@ -176,7 +176,12 @@ def test_serves_on_named_volumes_and_keeps_its_prefix_cache_across_a_restart(
     finally:
         first.stop()
 
-    second = reame_container(models_volume, state).with_env("REAME_API_KEYS", KEY)
+    # NOTE: no preload, which would serve from RAM what this one is to find on disk
+    second = (
+        reame_container(models_volume, state)
+        .with_env("REAME_API_KEYS", KEY)
+        .with_env("REAME_PREFIX_CACHE_PRELOAD", "false")
+    )
     second.start()
     try:
         wait_health(second, "healthy")

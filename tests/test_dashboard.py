@@ -96,7 +96,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         chat(OpenAI(base_url=f"{warm.url}/v1", api_key="unused"), SHOP, max_tokens=12)
     finally:
         warm.stop()
-    server = ServerProcess(*ARGS, env={"REAME_STATE_DIR": state})
+    # NOTE: no preload, which would serve from RAM what this one is to find on disk
+    server = ServerProcess(*ARGS, env={"REAME_STATE_DIR": state, "REAME_PREFIX_CACHE_PRELOAD": "0"})
     try:
         proc, url = start_prometheus(
             binary, tmp_path_factory.mktemp("prometheus"), f"127.0.0.1:{server.port}"

@@ -117,7 +117,9 @@ def test_after_a_restart_the_prefix_comes_from_disk_and_answers_identically(
     with Runtime(cache_settings(smollm2_path, state_dir=tmp_path)) as runtime:
         answer(runtime, "Name a colour.")
     assert kvs_files(tmp_path)  # written before close returned
-    with Runtime(cache_settings(smollm2_path, state_dir=tmp_path)) as runtime:
+    # NOTE: no preload, which would have put it in RAM before the request (test_warm_ahead.py)
+    settings = cache_settings(smollm2_path, state_dir=tmp_path, prefix_cache_preload=False)
+    with Runtime(settings) as runtime:
         disk_hits = lookups("disk")
         tokens, cached = answer(runtime, "Why?")
         assert tokens == computed["Why?"]

@@ -123,6 +123,11 @@ class Settings(BaseSettings):
         None, description="where snapshots persist (default: state_dir/prefix-cache)"
     )
     prefix_cache_disk: bool = Field(True, description="persist snapshots on disk, not only RAM")
+    prefix_cache_preload: bool = Field(
+        True,
+        description="at start, load the snapshots on disk into RAM (the most recently used "
+        "first, within prefix_cache_ram_mb) while the engine is idle",
+    )
     warm_ahead: bool = Field(
         True,
         description="after an answer, compute the template's end of turn and next user header "

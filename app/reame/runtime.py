@@ -229,6 +229,7 @@ class Runtime:
         if self.cache is not None:
             engine = self.engine
             self.cache.defer_writes_while(lambda: engine.num_running > 0)
+        if self.cache is not None and settings.prefix_cache_preload:
             self.preload = Preload(self.cache, lambda: not engine.scheduler.is_idle)
         self.engine.start()
         self.controller_saver.start()

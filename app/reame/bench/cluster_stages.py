@@ -121,8 +121,10 @@ async def bench_stages(
                 wait_until_shared(writer)
                 out["shared"].append(await measured(client, reader.url, stage_chat(run, 1)))
                 reader.stop()  # its hit is on its disk when it has stopped (the writer drains)
+                # NOTE: no preload, which would have it in RAM again: this stage times the disk
+                restarted = {**reader.settings, "prefix_cache_preload": "false"}
                 reader = ServeProcess(
-                    reader.args, reader.settings, port=reader.port, state_dir=reader.state_dir
+                    reader.args, restarted, port=reader.port, state_dir=reader.state_dir
                 )
                 out["disk"].append(await measured(client, reader.url, stage_chat(run, 2)))
                 out["slot"].append(await measured(client, reader.url, stage_chat(run, 3)))
