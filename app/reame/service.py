@@ -187,6 +187,7 @@ class Service:
             scope=job.scope,
             grammar=job.grammar,
             warm_ahead=warm,
+            session=f"{job.session.owner}/{job.session.session_id}" if job.session else "",
             keep_later=partial(self.reuse.kept_later, job.scope, job.session) if warm else None,
         )
 

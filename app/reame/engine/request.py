@@ -61,6 +61,9 @@ class GenerationRequest:
     # question (its end of turn, the next user header), and where the state kept after them
     # goes (called on the engine thread); empty or None: the final state goes with the finish
     warm_ahead: tuple[int, ...] = ()
+    # the session it is a turn of ("" for none): a turn may go on from its session's warming
+    # sequence cut anywhere, as from the session's kept state
+    session: str = ""
     keep_later: Callable[[SavedState], None] | None = None
 
 

@@ -24,11 +24,19 @@ class Held:
     chunks: list[tuple[int, int]]
     scope: str
     num_prompt: int
+    session: str  # GenerationRequest.session: "" for none
 
     @classmethod
     def of(cls, seq: Sequence, length: int) -> Held:
-        ends = seq.chunk_ends
-        return cls(seq.tokens[:length], ends, seq.chunks, seq.request.scope, seq.num_prompt)
+        request = seq.request
+        return cls(
+            seq.tokens[:length],
+            seq.chunk_ends,
+            seq.chunks,
+            request.scope,
+            seq.num_prompt,
+            request.session,
+        )
 
 
 class Slots:
@@ -58,7 +66,7 @@ class Slots:
     def _reuse_resident(self, seq: Sequence) -> bool:
         """Take the free slot whose KV still holds the longest reusable prefix of this prompt,
         if that beats restoring the request's prefix: nothing is copied (llama-server's slot
-        reuse, where it stays exact: see reusable)."""
+        reuse, where it stays exact, or as a session's state: see reusable)."""
         prompt = seq.request.prompt[:-1]
         best_slot, best = -1, 0
         for slot, held in self._resident.items():
@@ -86,7 +94,9 @@ class Slots:
         up to one of its chunk ends. Past that prompt (its answer, warmed ahead): all of them,
         as a kept final state is reused (its answer was computed a token at a time, as no
         prompt is)."""
-        if common >= held.num_prompt:
+        session = seq.request.session
+        if common >= held.num_prompt or (session and session == held.session):
+            # NOTE: a turn goes on from its session's own KV as from its pinned state (_restore)
             return min(common, seq.num_prompt - 1)
         request = seq.request
         own = [p for p in seq.snapshots_due if p > common]
