@@ -7,7 +7,7 @@ import re
 import time
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from reame.errors import ReameError
 
@@ -125,6 +125,15 @@ class ChunkTally:
             self.prompt_tokens = usage.get("prompt_tokens", self.prompt_tokens)
             details = usage.get("prompt_tokens_details") or {}
             self.timeline.num_cached_tokens = int(details.get("cached_tokens") or 0)
+            drafts = usage.get("completion_tokens_details") or {}
+            if "accepted_prediction_tokens" in drafts:
+                self.timeline.num_accepted_drafts = int(drafts["accepted_prediction_tokens"] or 0)
+        timings = chunk.get("timings")  # llama-server's own, on its last chunk
+        if isinstance(timings, dict):
+            if not self.timeline.num_cached_tokens:
+                self.timeline.num_cached_tokens = int(timings.get("cache_n") or 0)
+            if "draft_n_accepted" in timings:  # NOTE: sent only when it drafted
+                self.timeline.num_accepted_drafts = int(timings["draft_n_accepted"] or 0)
 
     def finish(self, now: float) -> Timeline:
         t = self.timeline
@@ -143,14 +152,35 @@ async def read_stream(
     chunks: AsyncIterable[str], timeline: Timeline, clock: Callable[[], float] = time.perf_counter
 ) -> Timeline:
     """Reads a chat completion's SSE body (text as it arrives) up to `data: [DONE]` or its end."""
-    decoder, tally = SseDecoder(), ChunkTally(timeline)
+    return await fold_stream(chunks, ChunkTally(timeline), clock)
+
+
+class Fold(Protocol):
+    """What a stream's chunks are folded into (a ChunkTally, or one that keeps more)."""
+
+    @property
+    def is_done(self) -> bool: ...
+
+    def add(self, payload: str, now: float) -> None: ...
+
+    def finish(self, now: float) -> Any: ...
+
+
+F = TypeVar("F", bound=Fold)
+
+
+async def fold_stream(
+    chunks: AsyncIterable[str], fold: F, clock: Callable[[], float] = time.perf_counter
+) -> Any:
+    """Folds an SSE body's events up to `data: [DONE]` or its end; `fold.finish()`'s result."""
+    decoder = SseDecoder()
     async for text in chunks:
         now = clock()
         for payload in decoder.feed(text):
-            tally.add(payload, now)
-        if tally.is_done:
-            return tally.finish(now)
+            fold.add(payload, now)
+        if fold.is_done:
+            return fold.finish(now)
     now = clock()
     for payload in decoder.finish():
-        tally.add(payload, now)
-    return tally.finish(now)
+        fold.add(payload, now)
+    return fold.finish(now)

@@ -4,14 +4,14 @@ engine in this process; each streams a chat completion and times it as a Timelin
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
 
-from reame.bench.sse_reader import BenchTargetError, read_stream
+from reame.bench.sse_reader import BenchTargetError, ChunkTally, Fold, fold_stream
 from reame.engine.request import FinishEvent, TokenEvent
 from reame.errors import ConfigError
 
@@ -36,6 +36,7 @@ class Timeline:
     token_times: list[float] = field(default_factory=list)
     text: str = ""  # the answer (multi-turn workloads send it back)
     num_cached_tokens: int = 0  # prompt tokens the server says it did not compute
+    num_accepted_drafts: int | None = None  # drafted tokens kept; None when the server did not say
 
     @property
     def ttft(self) -> float:
@@ -161,16 +162,22 @@ class HttpTarget:
         self, messages: Messages | str, max_tokens: int, speculation: str = "off"
     ) -> Timeline:
         body = chat_request_body(self.model, messages, max_tokens, speculation)
-        path = "completions" if isinstance(messages, str) else "chat/completions"
+        return await self.stream_body(body, ChunkTally)
+
+    async def stream_body(
+        self, body: dict[str, Any], fold_for: Callable[[Timeline], Fold] = ChunkTally
+    ) -> Any:
+        """A request body sent as it is (a completion's when it has a `prompt`), streamed into
+        `fold_for(timeline)`, the timeline started as the request goes; the fold's result."""
+        path = "completions" if "prompt" in body else "chat/completions"
         url = f"{self.base}/v1/{path}"
-        timeline = Timeline(time.perf_counter())
+        fold = fold_for(Timeline(time.perf_counter()))
         try:
             async with self._client.stream("POST", url, json=body) as response:
                 await _check_status(response, f"{self.name}: POST {url}")
-                await read_stream(response.aiter_text(), timeline)
+                return await fold_stream(response.aiter_text(), fold)
         except httpx.HTTPError as exc:
             raise BenchTargetError(f"{self.name}: POST {url}: {_describe(exc)}") from exc
-        return timeline
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -14,6 +14,7 @@ from reame.cli.bench_cluster import bench_cluster
 from reame.cli.bench_flags import add_flags
 from reame.cli.bench_in_process import bench_conclave, bench_structure
 from reame.cli.bench_load import bench_load
+from reame.cli.bench_replay import bench_replay
 from reame.cli.bench_restartable import bench_prefix, bench_spec
 from reame.cli.bench_settings import bench_settings, progress
 from reame.errors import ConfigError
@@ -30,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def bench(args: argparse.Namespace) -> int:
+    family_defaults(args)
+    if args.replay:
+        return bench_replay(args)
     if args.build_only:
         if not args.synthetic:
             raise ConfigError("--build-only goes with --synthetic SHAPE")
@@ -80,6 +84,15 @@ def bench(args: argparse.Namespace) -> int:
         figures = bench_engine(runtime, args.runs, args.prompt_tokens, args.max_tokens, progress)
     print(as_json(header, figures) if args.json else as_table(header, figures))
     return 0
+
+
+def family_defaults(args: argparse.Namespace) -> None:
+    """The flags whose default depends on the bench: --replay's requests are fewer and shorter."""
+    for flag, default, replay in (
+        ("max_tokens", 128, 32), ("requests", 2000, 100), ("system_words", 600, 400)
+    ):  # fmt: skip
+        if getattr(args, flag) is None:
+            setattr(args, flag, replay if args.replay else default)
 
 
 def bench_servers(args: argparse.Namespace) -> int:

@@ -35,7 +35,9 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--runs", type=int, default=3, help="repetitions; medians are reported")
     p.add_argument("--prompt-tokens", type=int, default=512, help="prompt length for prefill")
-    p.add_argument("--max-tokens", type=int, default=128, help="tokens generated per request")
+    p.add_argument(
+        "--max-tokens", type=int, help="tokens generated per request (default 128; --replay 32)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     h = p.add_argument_group("servers (OpenAI-compatible: a running Reame, llama-server, Ollama)")
     h.add_argument(
@@ -119,12 +121,21 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         "descriptors, threads and store sizes into a CSV and a PNG; exits 1 on any 5xx",
     )
     ld.add_argument("--clients", type=int, help="concurrent clients (default 64; --soak 4)")
-    ld.add_argument("--requests", type=int, default=2000, help="--load: requests at most")
+    ld.add_argument(
+        "--requests",
+        type=int,
+        help="--load: requests at most (default 2000); --replay: a trace's requests (default 100)",
+    )
     ld.add_argument("--seconds", type=float, default=90.0, help="--load: seconds at most")
     ld.add_argument("--max-waiting", type=int, default=8, help="the started server's queue")
     ld.add_argument("--minutes", type=float, default=30.0, help="--soak: how long")
     ld.add_argument("--interval", type=float, default=60.0, help="--soak: seconds a sample")
-    ld.add_argument("--out", type=Path, help="--soak: where soak.csv and soak.png go")
+    ld.add_argument(
+        "--out",
+        type=Path,
+        help="--soak: where soak.csv and soak.png go; --replay: where report.md, the plots and "
+        "per_request.json go (default ./replay-DATE-TIME)",
+    )
     cl = p.add_argument_group(
         "cluster: replicas of `reame serve`, a redis-server and HAProxy started on 127.0.0.1"
     )
@@ -145,7 +156,10 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     cl.add_argument("--system-prompts", type=int, default=4, help="(b), (c): behind them")
     cl.add_argument("--turns", type=int, default=4, help="(b), (c): turns a conversation")
     cl.add_argument(
-        "--system-words", type=int, default=600, help="(b), (c): words of each system prompt"
+        "--system-words",
+        type=int,
+        help="(b), (c): words of each system prompt (default 600); --replay: of what a trace's "
+        "requests share, the system prompt or rag's passages (default 400)",
     )
     cl.add_argument(
         "--haproxy-config",
@@ -172,5 +186,30 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         type=float,
         default=1.0,
         help="the projection's network link to the shared tier, in Gbit/s",
+    )
+    rp = p.add_argument_group(
+        "replay: realistic traces against a `reame serve` and a peer started on 127.0.0.1"
+    )
+    rp.add_argument(
+        "--replay",
+        action="store_true",
+        help="replays traces (a multi-turn chat behind a shared system prompt, an agent loop "
+        "with tools, extraction by a JSON schema, RAG with overlapping passages) against Reame "
+        "and a peer, by one client and by --users, straight through and restarted half-way: "
+        "the cost of the last requests over the first, per request index, as report.md, PNG "
+        "plots and per_request.json in --out",
+    )
+    rp.add_argument(
+        "--traces", default="chat,agent,extract,rag", help="which traces (comma-separated)"
+    )
+    rp.add_argument(
+        "--users", type=int, default=3, help="users at once in the concurrent runs (1: none)"
+    )
+    rp.add_argument(
+        "--llama-server",
+        type=Path,
+        metavar="PATH",
+        help="the peer: this llama-server binary, started on the same GGUF, threads and slots "
+        "(or give a running peer as --url, which is not restarted)",
     )
     structured_cli.add_flags(p)
