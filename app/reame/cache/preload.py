@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 import structlog
 
@@ -65,11 +64,9 @@ class Preload:
             # the first that would not fit rather than evict one loaded before it
             if cache.ram.num_bytes + stored.num_bytes > cache.ram.max_bytes:
                 break
-            if cache.preload(_group(stored.path), *(parse_name(stored.path.name) or (0, ""))):
+            named = parse_name(stored.path.name)
+            # NOTE: a file sits in its group's directory (disk_tier.group_dir)
+            if named is not None and cache.preload(stored.path.parent.name, *named):
                 count += 1
                 metrics.PREFIX_PRELOADED.inc()
         return count
-
-
-def _group(path: Path) -> str:
-    return path.parent.name

@@ -46,8 +46,7 @@ class Slots:
         self._keeps_prompts = keeps_prompts
         self._budget = budget
         self._free = set(range(context.shape.num_sequences))
-        # free slots whose KV still holds a finished prompt (and, after warm-ahead, its answer):
-        # the sequence that computed it, and how many of its tokens the KV holds
+        # free slots whose KV still holds a finished prompt (and, after warm-ahead, its answer)
         self._resident: dict[int, Held] = {}
 
     @property
