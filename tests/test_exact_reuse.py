@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from conftest import small_settings
 from reame.bench.workloads import filler_text
-from reame.engine.exact_reuse import chunks, exact_reuse, path_of
+from reame.engine.exact_reuse import TILED_QUERIES, chunks, exact_reuse, path_of
 from reame.runtime import Runtime
 from test_prefix_cache import answer, chat
 
@@ -54,10 +54,11 @@ def test_a_narrow_tail_is_not_reused_into() -> None:
     assert exact_reuse(302, *resident, (300, 330), (330,), 330, BUDGET) == 300
 
 
-def test_a_reuse_that_moves_a_token_onto_another_path_stops_at_the_chunk_end() -> None:
-    # the rest, 20 tokens, would be computed narrow where a cold request computes 100 tiled
+def test_a_narrow_rest_starts_earlier_to_stay_tiled_else_the_reuse_stops_at_the_chunk_end() -> None:
+    # the rest, 20 tokens, would be computed narrow where a cold request computes 100 tiled:
+    # the last 64 are computed again instead
     resident = ([0, 300, 400], [(0, 300), (300, 400)])
-    assert exact_reuse(380, *resident, (300, 400), (400,), 400, BUDGET) == 300
+    assert exact_reuse(380, *resident, (300, 400), (400,), 400, BUDGET) == 400 - 64
     # the resident computed its tail narrow (300..340) where a cold request goes tiled (300..400)
     resident = ([0, 300, 340], [(0, 300), (300, 340)])
     assert exact_reuse(320, *resident, (300, 400), (400,), 400, BUDGET) == 300
@@ -83,6 +84,7 @@ QUESTIONS = (
     "Question 1: name a colour.",
     "Question 2: name a fruit.",  # a narrow tail: reused up to the header only
     f"Question 3: {CONTEXT} Name a tree.",
+    f"Question 3: {CONTEXT} Name a bush.",  # a narrow tail after a wide one: the last 64 again
     f"Question 3: {CONTEXT} {filler_text(seed=13, num_words=60)} Name a bird.",
     f"Question 5: {filler_text(seed=12, num_words=70)} Name a fish.",
     f"Quick: {CONTEXT} Name a fish.",
@@ -112,12 +114,14 @@ def test_questions_that_share_first_words_reuse_them_and_answer_as_cold(
         service = runtime.service
         messages = chat(QUESTIONS[0], SYSTEM)
         header = service.chat_marks(messages, service.chat_prompt(messages))[0]
-        cached = {}
+        cached, prompt_lengths = {}, {}
         for q in QUESTIONS:
             tokens, cached[q] = answer(runtime, q, SYSTEM)
+            prompt_lengths[q] = len(service.chat_prompt(chat(q, SYSTEM)))
             assert tokens == cold[q], q
     # past the end of the system prompt and the user header, where the chunks end, when what
     # follows stays a chunk of 64 tokens or more
     assert cached[QUESTIONS[1]] == header
-    assert cached[QUESTIONS[3]] > header + 70  # the question number and the context
-    assert cached[QUESTIONS[4]] > header
+    assert cached[QUESTIONS[3]] == prompt_lengths[QUESTIONS[3]] - TILED_QUERIES > header
+    assert cached[QUESTIONS[4]] > header + 70  # the question number and the context
+    assert cached[QUESTIONS[5]] > header

@@ -74,8 +74,9 @@ def exact_reuse(
 ) -> int:
     """How much of a free sequence's KV to reuse: all `common` tokens it shares with the
     prompt (at most the prompt but its last token) when every token stays in the tiled path
-    where a cold request computes it, else the last of its
-    chunk ends within them (where a cold request also cuts). `resident_ends`: where its chunks
+    where a cold request computes it, else all but the prompt's last TILED_QUERIES tokens
+    when that holds for them, else the last of its chunk ends within them (where a cold
+    request also cuts). `resident_ends`: where its chunks
     ended (and where it went on from); `resident_chunks`: the chunks that computed its prompt,
     as far as known; `cold_cuts`: the prompt's snapshot points on an empty cache; `own_cuts`:
     this request's (it computes from the reuse to the prompt's end)."""
@@ -83,9 +84,15 @@ def exact_reuse(
     at_end = max((e for e in resident_ends if e <= common), default=0)
     if common <= at_end:
         return at_end
-    resident = resident_chunks
     cold = chunks(0, num_prompt, cold_cuts, budget)
-    own = chunks(common, num_prompt, own_cuts, budget)
-    if _both_tiled(resident, cold, at_end, common) and _both_tiled(own, cold, common, num_prompt):
-        return common
+    # NOTE: a tail too short for the tiled path may start earlier: the last TILED_QUERIES
+    # tokens are computed again, in one tiled chunk, as a cold request computes them
+    for reuse in dict.fromkeys((common, min(common, num_prompt - TILED_QUERIES))):
+        if reuse <= at_end:
+            break
+        own = chunks(reuse, num_prompt, own_cuts, budget)
+        if _both_tiled(resident_chunks, cold, at_end, reuse) and _both_tiled(
+            own, cold, reuse, num_prompt
+        ):
+            return reuse
     return at_end
