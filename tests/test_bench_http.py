@@ -416,3 +416,16 @@ def test_the_http_bench_imports_neither_llama_cpp_nor_sanic() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_prefix_openings_share_their_first_words_and_differ_after() -> None:
+    from reame.bench.prefix_runner import openings
+
+    for label, qs in openings(6).items():
+        assert len(set(qs)) == 6, label
+        head = qs[0].split()[0]
+        assert all(q.split()[0] == head for q in qs), label
+    short, long = openings(6).values()
+    assert all(q.startswith("Question ") and len(q.split()) <= 7 for q in short)
+    passage = long[0].split(" Question: ")[0]
+    assert len(passage.split()) == 120 and all(q.startswith(passage) for q in long)

@@ -66,6 +66,19 @@ def test_a_narrow_rest_starts_earlier_to_stay_tiled_else_the_reuse_stops_at_the_
     assert exact_reuse(329, *resident, (300, 330), (330,), 330, BUDGET) == 300
 
 
+def test_a_rest_that_would_start_narrow_before_a_cut_starts_sixty_four_before_it() -> None:
+    # rag: three of four passages shared (490 tokens) with a prompt cut at 39 and 512; computed
+    # from 490, the chunk up to the cut at 512 would be 22 tokens wide, from 448 it is 64
+    resident = ([0, 39, 512, 647], [(0, 39), (39, 512), (512, 647)])
+    assert exact_reuse(490, *resident, (39, 512), (512,), 684, BUDGET) == 512 - 64
+
+
+def test_where_chunks_overlap_the_later_one_computed_the_tokens() -> None:
+    # it went on from 302 inside a wide chunk and computed 302..320 narrow: those are not tiled
+    resident = ([0, 300, 302, 320], [(0, 300), (300, 500), (302, 320)])
+    assert exact_reuse(315, *resident, (300,), (), 600, BUDGET) == 302
+
+
 def test_tokens_whose_chunk_is_not_known_are_not_reused_past_a_chunk_end() -> None:
     # it went on from a restored state at 310: how its first 310 were computed is not known
     resident = ([310, 400], [(310, 400)])

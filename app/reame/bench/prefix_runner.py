@@ -5,7 +5,10 @@
 (b) a multi-turn conversation: time to first token and reused prompt tokens per turn;
 (c) an overlap sweep: requests sharing 100, 75, 50, 25 and 0% of a 2k-word prefix that the
     target has seen once (in that order: a server that keeps one prompt per slot still holds
-    the shared head of the previous one).
+    the shared head of the previous one);
+(d) questions that share their first words behind the system prompt of (a): "Question N:"
+    then a few words (a short shared opening), and a 120-word passage then a few words (a
+    long one), each seen once and then asked again with other words.
 
 Targets run one after another, never interleaved: each one's cache state is the point. Prompts
 are seeded, so a second invocation (after restarting the servers) sends the same ones.
@@ -41,6 +44,16 @@ def questions(count: int) -> list[str]:
 
 def chat(system: str, question: str) -> Messages:
     return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+
+def openings(count: int) -> dict[str, list[str]]:
+    """(d)'s questions: a short and a long shared opening, then different words."""
+    passage = filler_text(seed=4001, num_words=120)
+    words = [filler_text(seed=950 + i, num_words=4) for i in range(count)]
+    return {
+        "short opening": [f"Question {i + 1}: {w}?" for i, w in enumerate(words)],
+        "120-word opening": [f"{passage} Question: {w}?" for w in words],
+    }
 
 
 def sweep_prompt(share: int) -> Messages:
@@ -91,6 +104,17 @@ async def overlap_sweep(target: Target, samples: Samples) -> None:
         samples[f"share {share}% decode tok/s"][target.name] = [aggregate_tps([t])]
 
 
+async def shared_openings(target: Target, runs: int, samples: Samples) -> None:
+    system = system_prompt()
+    for label, qs in openings(runs + 1).items():
+        await target.stream(chat(system, qs[0]), ANSWER_TOKENS)  # seen once
+        timed = [await target.stream(chat(system, q), ANSWER_TOKENS) for q in qs[1:]]
+        samples[f"{label} s"][target.name] = [statistics.median(t.ttft for t in timed)]
+        samples[f"{label} reused tokens"][target.name] = [
+            statistics.median(float(t.num_cached_tokens) for t in timed)
+        ]
+
+
 async def bench_prefix(
     targets: Sequence[Target],
     runs: int,
@@ -117,6 +141,8 @@ async def bench_prefix(
         await multi_turn(target, tables["(b) multi-turn"])
         log(f"{target.name}: overlap sweep")
         await overlap_sweep(target, tables["(c) overlap sweep"])
+        log(f"{target.name}: shared openings")
+        await shared_openings(target, runs, tables["(d) questions sharing their first words"])
     out = {}
     for title, samples in tables.items():
         complete = {m: v for m, v in samples.items() if set(v) == set(names)}

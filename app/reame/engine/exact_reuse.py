@@ -52,8 +52,8 @@ def _both_tiled(
     x: Sequence[tuple[int, int]], y: Sequence[tuple[int, int]], lo: int, hi: int
 ) -> bool:
     """Every position in [lo, hi) is computed in the tiled path by both chunkings (each must
-    cover the range)."""
-    px, py = _paths(x, lo, hi), _paths(y, lo, hi)
+    cover the range; where chunks overlap, the later one computed the position again)."""
+    px, py = _paths(x, lo, hi)[::-1], _paths(y, lo, hi)[::-1]
     bounds = sorted({lo, hi, *(a for a, _, _ in px + py)})
     for a in bounds[:-1]:
         path_x = next((p for s, e, p in px if s <= a < e), None)
@@ -74,22 +74,22 @@ def exact_reuse(
 ) -> int:
     """How much of a free sequence's KV to reuse: all `common` tokens it shares with the
     prompt (at most the prompt but its last token) when every token stays in the tiled path
-    where a cold request computes it, else all but the prompt's last TILED_QUERIES tokens
-    when that holds for them, else the last of its chunk ends within them (where a cold
-    request also cuts). `resident_ends`: where its chunks
+    where a cold request computes it, else the most of them that leaves the first chunk it
+    computes TILED_QUERIES wide when that holds, else the last of its chunk ends within them
+    (where a cold request also cuts). `resident_ends`: where its chunks
     ended (and where it went on from); `resident_chunks`: the chunks that computed its prompt,
     as far as known; `cold_cuts`: the prompt's snapshot points on an empty cache; `own_cuts`:
-    this request's (it computes from the reuse to the prompt's end)."""
+    this request's (it computes from the reuse to the prompt's end, cut at those past it)."""
     common = min(common, num_prompt - 1)
     at_end = max((e for e in resident_ends if e <= common), default=0)
     if common <= at_end:
         return at_end
     cold = chunks(0, num_prompt, cold_cuts, budget)
-    # NOTE: a tail too short for the tiled path may start earlier: the last TILED_QUERIES
-    # tokens are computed again, in one tiled chunk, as a cold request computes them
-    for reuse in dict.fromkeys((common, min(common, num_prompt - TILED_QUERIES))):
-        if reuse <= at_end:
-            break
+    # NOTE: where the rest would start with a chunk too narrow for the tiled path (before a
+    # cut or the prompt's end), it may start TILED_QUERIES tokens before that cut instead:
+    # those are computed again, tiled, as a cold request computes them
+    stops = [c - TILED_QUERIES for c in (*own_cuts, num_prompt) if at_end < c - TILED_QUERIES]
+    for reuse in sorted({common, *(s for s in stops if s < common)}, reverse=True):
         own = chunks(reuse, num_prompt, own_cuts, budget)
         if _both_tiled(resident_chunks, cold, at_end, reuse) and _both_tiled(
             own, cold, reuse, num_prompt

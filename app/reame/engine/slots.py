@@ -98,13 +98,12 @@ class Slots:
             # NOTE: a turn goes on from its session's own KV as from its pinned state (_restore)
             return min(common, seq.num_prompt - 1)
         request = seq.request
-        own = [p for p in seq.snapshots_due if p > common]
         return exact_reuse(
             common,
             held.chunk_ends,
             held.chunks,
             request.cold_cuts,
-            own,
+            seq.snapshots_due,
             seq.num_prompt,
             self._budget,
         )
