@@ -5,7 +5,6 @@ at most. The pure parts without a model."""
 
 from __future__ import annotations
 
-import asyncio
 import queue
 import threading
 from pathlib import Path
@@ -213,33 +212,6 @@ def test_a_client_that_asks_again_within_the_idle_wait_finds_no_warm_step_to_wai
         assert warm_count("taken_over") == taken + 1
         assert warm_steps == [] and len(saves) == saved_before
         assert event.num_cached_tokens >= len(prompt) + len(answer) - 1
-
-
-@pytest.mark.model
-def test_an_answers_finish_reaches_the_event_loop_before_any_warm_ahead_step(
-    smollm2_path: Path,
-) -> None:
-    """The finish goes out at once, not with the next step (warm-ahead waits 60 s here, and no
-    other step would wake the loop): a client is not kept waiting for the end of its answer."""
-    settings = small_settings(
-        smollm2_path, spec="off", prefix_cache_disk=False, warm_ahead_after_ms=60_000
-    )
-    with Runtime(settings) as runtime:
-        service = runtime.service
-        prompt, closing = _chat_tokens(runtime, QUESTIONS[0])
-        job = Job(prompt, service.sampling(temperature=0.0, max_tokens=8), warm_ahead=closing)
-
-        async def finish() -> FinishEvent:
-            async for event in service.astream_job(job):
-                if isinstance(event, FinishEvent):
-                    return event
-            raise AssertionError("no finish")
-
-        warmed = metrics.REGISTRY.get_sample_value("reame_warm_ahead_tokens_total") or 0.0
-        event = asyncio.run(asyncio.wait_for(finish(), 30))
-        assert event.state_follows
-        assert runtime.engine.scheduler.warming  # its warm-ahead work still to come
-        assert metrics.REGISTRY.get_sample_value("reame_warm_ahead_tokens_total") == warmed
 
 
 @pytest.mark.model

@@ -258,10 +258,10 @@ class Engine:
     def _serve(self) -> None:
         scheduler, update = self.scheduler, self.update
         while True:
-            wait = scheduler.sleep_for(time.monotonic())
-            if wait != 0.0:  # NOTE: idle, or only warm-ahead work to come: nothing else wakes them
+            is_idle = scheduler.is_idle
+            if is_idle:
                 self._wake_consumers()
-            if not self._take_inbox(wait):
+            if not self._take_inbox(scheduler.sleep_for(time.monotonic())):
                 break
             update.yield_warm()
             update.admitted(scheduler.admit(time.monotonic()))
