@@ -178,43 +178,6 @@ def test_a_request_that_comes_first_takes_the_warming_sequence_over(smollm2_path
 
 
 @pytest.mark.model
-def test_a_client_that_asks_again_within_the_idle_wait_finds_no_warm_step_to_wait_for(
-    smollm2_path: Path,
-) -> None:
-    """Asked 50 ms after the answer (under warm_ahead_after_ms): no warm-ahead step has run and
-    no state was saved for it; the request goes on in the warming sequence."""
-    settings = small_settings(smollm2_path, spec="off", prefix_cache_disk=False)
-    assert settings.warm_ahead_after_ms >= 200
-    with Runtime(settings) as runtime:
-        engine, service = runtime.engine, runtime.service
-        prompt, closing = _chat_tokens(runtime, QUESTIONS[0])
-        warm_steps, saves = [], []
-        real_run, real_save = engine.runner.run, engine.context.save_state
-
-        def run(plan):
-            warm_steps.extend(p for p in plan.parts if p.seq.state is SeqState.WARMING)
-            return real_run(plan)
-
-        def save_state(slot):
-            saves.append(slot)
-            return real_save(slot)
-
-        engine.runner.run, engine.context.save_state = run, save_state
-        job = Job(prompt, service.sampling(temperature=0.0, max_tokens=8), warm_ahead=closing)
-        answer = [e.token for e in service.stream_job(job) if not isinstance(e, FinishEvent)]
-        threading.Event().wait(0.05)
-        saved_before = len(saves)  # the prompt's snapshots for the cache, not warm-ahead's
-        taken = warm_count("taken_over")
-        events: queue.SimpleQueue = queue.SimpleQueue()
-        second = _follow_up(runtime, [*prompt, *answer[:-1], *closing])
-        engine.submit(second, events.put)
-        event = _finish(events)
-        assert warm_count("taken_over") == taken + 1
-        assert warm_steps == [] and len(saves) == saved_before
-        assert event.num_cached_tokens >= len(prompt) + len(answer) - 1
-
-
-@pytest.mark.model
 def test_after_a_restart_the_snapshots_on_disk_are_in_ram_before_the_first_request(
     smollm2_path: Path, tmp_path: Path
 ) -> None:

@@ -133,12 +133,6 @@ class Settings(BaseSettings):
         description="after an answer, compute the template's end of turn and next user header "
         "while the engine is idle, so the next turn starts from them",
     )
-    warm_ahead_after_ms: int = Field(
-        250,
-        ge=0,
-        description="warm-ahead waits until no request has run for this long: a client that "
-        "asks again sooner goes on in the answer's sequence with nothing to wait for",
-    )
     prefix_cache_ram_mb: int = Field(512, ge=0, description="host memory for hot snapshots")
     prefix_cache_disk_mb: int = Field(4096, ge=0, description="disk budget of the directory")
     prefix_cache_compression: int = Field(1, ge=1, le=19, description="zstd level on disk")

@@ -222,7 +222,6 @@ class Runtime:
             on_snapshot=reuse.insert if self.cache else None,
             speculation=self.speculation,
             max_wait_seconds=settings.max_wait_seconds,
-            warm_after_seconds=settings.warm_ahead_after_ms / 1000,
             forced_runs=settings.forced_runs,
             exact_runs=settings.spec_exact,
         )

@@ -66,13 +66,11 @@ class Engine:
         on_snapshot: SnapshotHook | None = None,
         speculation: Speculation | None = None,
         max_wait_seconds: float = 0.0,
-        warm_after_seconds: float = 0.0,
         forced_runs: bool = True,
         exact_runs: bool = True,
     ) -> None:
         """`max_wait_seconds`: a request still waiting for a sequence after this long is refused
         (finish reason "busy"), so no client hangs behind long answers; 0: it waits.
-        `warm_after_seconds`: warm-ahead work waits for this long without a request.
         `forced_runs`: the tokens a grammar forces go into one step together. `exact_runs`:
         verify runs no longer than this machine computes as one-token steps (measured here)."""
         self.model, self.context = model, context
@@ -83,12 +81,7 @@ class Engine:
         self._on_snapshot = on_snapshot
         self._spec = speculation
         self.scheduler = Scheduler(
-            context,
-            context_length,
-            on_snapshot is not None,
-            speculation,
-            max_wait_seconds,
-            warm_after_seconds,
+            context, context_length, on_snapshot is not None, speculation, max_wait_seconds
         )
         # the longest verify run (and replay after a rollback) whose logits are those of
         # one-token steps on this machine; PROBE_LIMIT: no difference found that far
@@ -261,7 +254,7 @@ class Engine:
             is_idle = scheduler.is_idle
             if is_idle:
                 self._wake_consumers()
-            if not self._take_inbox(scheduler.sleep_for(time.monotonic())):
+            if not self._take_inbox(block=is_idle):
                 break
             update.yield_warm()
             update.admitted(scheduler.admit(time.monotonic()))
@@ -294,13 +287,9 @@ class Engine:
             for seq in list(self.scheduler.running):
                 self.update.finish(seq, Finish.ERROR, error=str(exc))
 
-    def _take_inbox(self, wait: float | None) -> bool:
-        """Move messages from the inbox into engine state, waiting up to `wait` seconds for
-        the first (None: until one comes); False once asked to stop."""
-        try:
-            msg = self._inbox.get(timeout=wait) if wait != 0.0 else None
-        except queue.Empty:
-            return True
+    def _take_inbox(self, block: bool) -> bool:
+        """Move messages from the inbox into engine state; False once asked to stop."""
+        msg = self._inbox.get() if block else None
         while True:
             if msg is _STOP:
                 return False

@@ -4,7 +4,6 @@ Engine thread only. It never emits an event: what it decides is applied by the u
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -50,7 +49,6 @@ class Scheduler:
         keeps_prompts: bool,
         speculation: Speculation | None = None,
         max_wait_seconds: float = 0.0,
-        warm_after_seconds: float = 0.0,
     ) -> None:
         self.context_length = context_length
         self.budget = context.shape.batch_size
@@ -62,25 +60,12 @@ class Scheduler:
         # answered sequences still in their slots, with the next turn's first tokens to compute
         # when nothing else runs (engine/warm_ahead.py); oldest first
         self.warming: list[Sequence] = []
-        # NOTE: warm-ahead waits until no request has run for this long: a client that sends
-        # its next request at once takes the warming sequence over, and nothing is saved for it
-        self.warm_after = warm_after_seconds
-        self._busy_at = 0.0  # when a step last ran a request
         self._spec = speculation
         self.max_wait = max_wait_seconds
 
     @property
     def is_idle(self) -> bool:
         return not self.running and not self.waiting and not self.late and not self.warming
-
-    def sleep_for(self, now: float) -> float | None:
-        """How long the engine may wait for a message before it has work: 0 for none, None
-        for as long as none comes."""
-        if self.running or self.waiting or self.late:
-            return 0.0
-        if not self.warming:
-            return None
-        return max(0.0, self._busy_at + self.warm_after - now)
 
     def everyone(self) -> list[Sequence]:
         return [*self.running, *self.waiting, *(late.seq for late in self.late)]
@@ -187,10 +172,7 @@ class Scheduler:
         """The next step: drafts for the decoding sequences that can verify them, then every
         running sequence's missing tokens packed into the token budget."""
         if not self.running:  # NOTE: warm-ahead only where no request is running or waiting
-            if self.sleep_for(time.monotonic()) == 0.0 and not self.waiting:
-                return make_plan(self.warming, self.budget)
-            return StepPlan(())
-        self._busy_at = time.monotonic()
+            return make_plan(self.warming, self.budget) if not self.waiting else StepPlan(())
         if self._spec is not None:
             add_drafts(self._spec, self.running, self.context_length)
         return make_plan(self.running, self.budget)
