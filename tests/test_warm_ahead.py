@@ -17,7 +17,7 @@ from reame.bench.workloads import filler_text
 from reame.cache.prefix_reuse import SessionKey
 from reame.engine.request import FinishEvent, GenerationRequest
 from reame.engine.sequence import SeqState
-from reame.engine.warm_ahead import warm_tail
+from reame.engine.warm_ahead import WarmGauge, warm_tail
 from reame.runtime import Runtime
 from reame.service import Job
 
@@ -33,18 +33,44 @@ def test_the_tail_is_the_uncomputed_answer_without_its_end_of_turn_then_the_clos
     assert warm_tail(computed, computed, closing, ends_turn=True) is None
 
 
+def test_warm_ahead_pays_until_measured_then_while_the_gaps_outlast_its_steps() -> None:
+    gauge = WarmGauge()
+    assert gauge.pays
+    gauge.spent(0.040)
+    for k in range(WarmGauge.WINDOW):
+        gauge.idle(10.0 * k)
+        gauge.idle(10.0 * k + 0.004)  # still idle: the gap runs from the first
+        gauge.arrived(10.0 * k + 0.005)  # a client that asks again at once
+    assert not gauge.pays
+    for k in range(WarmGauge.WINDOW // 2 + 1):
+        gauge.idle(100.0 + k)
+        gauge.arrived(100.5 + k)  # a person typing
+    assert gauge.pays
+
+
+def test_a_request_that_arrives_while_another_runs_leaves_no_gap() -> None:
+    gauge = WarmGauge()
+    gauge.spent(0.040)
+    for _ in range(WarmGauge.WINDOW):
+        gauge.arrived(5.0)  # never idle between them
+    assert not gauge.pays
+
+
 def warm_count(outcome: str) -> float:
     value = metrics.REGISTRY.get_sample_value("reame_warm_ahead_total", {"outcome": outcome})
     return value or 0.0
 
 
-def conversation(runtime: Runtime, session: str) -> list[tuple[list[int], int]]:
-    """Three turns of one session through the service, each after the engine went idle (its
-    warm-ahead work done): each answer's tokens and its cached prompt tokens."""
+def conversation(
+    runtime: Runtime, session: str, questions: tuple[str, ...] = QUESTIONS, pause: bool = True
+) -> list[tuple[list[int], int]]:
+    """Turns of one session through the service, each after the engine went idle (its
+    warm-ahead work done), or without `pause` as soon as the answer before it ended: each
+    answer's tokens and its cached prompt tokens."""
     service = runtime.service
     messages = [{"role": "system", "content": SYSTEM}]
     out = []
-    for question in QUESTIONS:
+    for question in questions:
         messages.append({"role": "user", "content": question})
         prompt = service.chat_prompt(messages)
         job = Job(
@@ -64,7 +90,8 @@ def conversation(runtime: Runtime, session: str) -> list[tuple[list[int], int]]:
                 text.append(event.text)
         out.append((tokens, cached))
         messages.append({"role": "assistant", "content": "".join(text)})
-        _wait_idle(runtime)
+        if pause:
+            _wait_idle(runtime)
     return out
 
 
@@ -175,6 +202,25 @@ def test_a_request_that_comes_first_takes_the_warming_sequence_over(smollm2_path
         assert warm_count("taken_over") == taken + 1
         # the first prompt and the answer it computed, not copied, not computed again
         assert event.num_cached_tokens >= len(prompt) + len(answer) - 1
+
+
+@pytest.mark.model
+def test_requests_back_to_back_turn_warm_ahead_off_and_answer_as_with_it(
+    smollm2_path: Path,
+) -> None:
+    """Each turn is sent as soon as the one before ended: once the gauge has seen a few such
+    gaps and what a warm step costs, answers keep their state at once, as without warm-ahead
+    (counted as skipped), and the conversation answers as one that pauses."""
+    questions = tuple(f"{q} {k}" for k in range(3) for q in QUESTIONS)
+    settings = {"spec": "off", "prefix_cache_disk": False}
+    with Runtime(small_settings(smollm2_path, **settings)) as runtime:
+        paused = conversation(runtime, "paused", questions)
+    skipped = warm_count("skipped")
+    with Runtime(small_settings(smollm2_path, **settings)) as runtime:
+        hurried = conversation(runtime, "hurried", questions, pause=False)
+        assert runtime.engine.update.warm_gauge.cost > 0.0  # the first turns warmed ahead
+    assert warm_count("skipped") >= skipped + len(questions) // 2
+    assert [t for t, _ in hurried] == [t for t, _ in paused]
 
 
 @pytest.mark.model

@@ -126,7 +126,8 @@ WARM_AHEAD = Counter(
     "reame_warm_ahead",
     "Answers whose next turn was warmed ahead, by what became of it: kept (its state holds "
     "the closing tokens), taken_over (the next request went on in its sequence), yielded (its "
-    "sequence was needed first; kept as computed so far)",
+    "sequence was needed first; kept as computed so far), skipped (requests came too close "
+    "together for it to pay)",
     ["outcome"],
     registry=REGISTRY,
 )

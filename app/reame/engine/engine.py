@@ -28,7 +28,7 @@ from reame.engine.outbox import SnapshotHook
 from reame.engine.request import Finish, FinishEvent, GenerationRequest, Sink
 from reame.engine.runner import Runner
 from reame.engine.scheduler import Scheduler
-from reame.engine.sequence import Sequence
+from reame.engine.sequence import SeqState, Sequence
 from reame.engine.update import Update
 from reame.errors import EngineBusyError, EngineFailedError, InvalidRequestError
 from reame.llama import DecodeError, Model
@@ -251,6 +251,8 @@ class Engine:
     def _serve(self) -> None:
         scheduler, update = self.scheduler, self.update
         while True:
+            if not (scheduler.running or scheduler.waiting or scheduler.late):
+                update.warm_gauge.idle(time.monotonic())
             is_idle = scheduler.is_idle
             if is_idle:
                 self._wake_consumers()
@@ -275,6 +277,8 @@ class Engine:
         if not plan:
             return
         self._wake_consumers()
+        began = time.perf_counter()
+        is_warm = plan.parts[0].seq.state is SeqState.WARMING  # NOTE: they run alone
         try:
             output = self.runner.run(plan)
         except DecodeError as exc:
@@ -286,6 +290,8 @@ class Engine:
             log.exception("engine step failed")
             for seq in list(self.scheduler.running):
                 self.update.finish(seq, Finish.ERROR, error=str(exc))
+        if is_warm:  # the step and the states it saved
+            self.update.warm_gauge.spent(time.perf_counter() - began)
 
     def _take_inbox(self, block: bool) -> bool:
         """Move messages from the inbox into engine state; False once asked to stop."""
@@ -294,6 +300,7 @@ class Engine:
             if msg is _STOP:
                 return False
             if isinstance(msg, Sequence):
+                self.update.warm_gauge.arrived(msg.queued_at)
                 self.scheduler.add(msg)
             elif isinstance(msg, _Abort) and (seq := self.scheduler.abort(msg.request_id)):
                 self.update.finish(seq, Finish.ABORT)

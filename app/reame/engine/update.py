@@ -17,7 +17,7 @@ from reame.engine.request import Finish, FinishEvent, SavedState, TokenEvent
 from reame.engine.runner import StepOutput
 from reame.engine.scheduler import Admission, LateFork, Scheduler
 from reame.engine.sequence import SeqState, Sequence
-from reame.engine.warm_ahead import warm_tail
+from reame.engine.warm_ahead import WarmGauge, warm_tail
 from reame.llama import Model
 from reame.sampling import Sampled
 from reame.spec.speculation import Speculation
@@ -46,6 +46,7 @@ class Update:
         self._forced_runs = forced_runs
         self._takes_snapshots = takes_snapshots
         self.out = Outbox()
+        self.warm_gauge = WarmGauge()  # the engine loop feeds it
 
     # -- around a step ----------------------------------------------------------------------
 
@@ -316,6 +317,9 @@ class Update:
         """What to warm after this answer, None for nothing (the state is kept at once)."""
         request = seq.request
         if not request.warm_ahead or request.keep_later is None or seq.forks:
+            return None
+        if not self.warm_gauge.pays:
+            metrics.WARM_AHEAD.labels("skipped").inc()
             return None
         last = seq.tokens[-1] if seq.num_generated > 0 else -1
         ends_turn = reason is Finish.STOP and self.model.is_end_of_generation(last)
