@@ -93,6 +93,8 @@ def test_nothing_past_the_prompt_but_its_last_token_is_reused() -> None:
 
 SYSTEM = "You answer in one short sentence. " + filler_text(seed=9, num_words=300)
 CONTEXT = filler_text(seed=11, num_words=70)
+LONG = filler_text(seed=17, num_words=250)
+AFTER = filler_text(seed=19, num_words=120)
 QUESTIONS = (
     "Question 1: name a colour.",
     "Question 2: name a fruit.",  # a narrow tail: reused up to the header only
@@ -101,6 +103,9 @@ QUESTIONS = (
     f"Question 3: {CONTEXT} {filler_text(seed=13, num_words=60)} Name a bird.",
     f"Question 5: {filler_text(seed=12, num_words=70)} Name a fish.",
     f"Quick: {CONTEXT} Name a fish.",
+    f"Question 7: {LONG} Name a tree.",  # past the cut at 512 (the stride)
+    # 485 tokens shared, 27 short of the cut: the 64 tokens before it are computed again
+    f"Question 7: {' '.join(LONG.split()[:166])} {AFTER} Name a bird.",
 )
 
 
@@ -138,3 +143,6 @@ def test_questions_that_share_first_words_reuse_them_and_answer_as_cold(
     assert cached[QUESTIONS[3]] == prompt_lengths[QUESTIONS[3]] - TILED_QUERIES > header
     assert cached[QUESTIONS[4]] > header + 70  # the question number and the context
     assert cached[QUESTIONS[5]] > header
+    stride = runtime.cache.policy.stride
+    assert prompt_lengths[QUESTIONS[-1]] > stride + TILED_QUERIES
+    assert cached[QUESTIONS[-1]] == stride - TILED_QUERIES
