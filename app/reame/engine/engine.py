@@ -251,7 +251,7 @@ class Engine:
     def _serve(self) -> None:
         scheduler, update = self.scheduler, self.update
         while True:
-            if not (scheduler.running or scheduler.waiting or scheduler.late):
+            if not scheduler.has_requests:
                 update.warm_gauge.idle(time.monotonic())
             is_idle = scheduler.is_idle
             if is_idle:

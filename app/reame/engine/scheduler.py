@@ -64,8 +64,13 @@ class Scheduler:
         self.max_wait = max_wait_seconds
 
     @property
+    def has_requests(self) -> bool:
+        """A request runs, waits, or waits for a slot (warm-ahead work is not one)."""
+        return bool(self.running or self.waiting or self.late)
+
+    @property
     def is_idle(self) -> bool:
-        return not self.running and not self.waiting and not self.late and not self.warming
+        return not self.has_requests and not self.warming
 
     def everyone(self) -> list[Sequence]:
         return [*self.running, *self.waiting, *(late.seq for late in self.late)]
