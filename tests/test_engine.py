@@ -6,6 +6,7 @@ import gc
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from conftest import small_settings
 from reame.bench.plain_loop import plain_greedy_loop
 from reame.engine.request import FinishEvent, GenerationRequest, TokenEvent
 from reame.errors import InvalidRequestError
-from reame.llama import ContextShape
+from reame.llama import Context, ContextShape
 from reame.runtime import Runtime
 from step_sizes import steps_with_more_than
 
@@ -170,6 +171,27 @@ def test_the_prompt_runs_up_to_the_context_then_stops_with_length(smollm2_path: 
         )
     assert len(tokens) == 120
     assert (len(got), finish.reason) == (8, "length")
+
+
+def test_only_the_engine_thread_decodes(
+    smollm2_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libgomp gives each decoding thread a team; a second team slows the engine's steps (the
+    start-up probe ran on the caller's thread and made 1-token steps 19 ms instead of 11)."""
+    callers: set[str] = set()
+    decode = Context.decode
+
+    def recorded(self: Context, *args: Sequence[int]) -> None:
+        callers.add(threading.current_thread().name)
+        decode(self, *args)
+
+    monkeypatch.setattr(Context, "decode", recorded)
+    with Runtime(small_settings(smollm2_path, parallel=2, spec_exact=True)) as runtime:
+        runtime.service.generate(
+            runtime.service.text_prompt("one two three four"),
+            runtime.service.sampling(temperature=0.0, max_tokens=8),
+        )
+    assert callers == {"reame-engine"}
 
 
 def test_a_chat_call_on_a_model_without_a_template_is_a_clear_error(gemma_path: Path) -> None:

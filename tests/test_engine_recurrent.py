@@ -34,8 +34,8 @@ def recurrent_engine(
     shape = ContextShape(sequences * CONTEXT_LENGTH, 32, sequences, 1)
     context = context_type(shape, can_cut=False)
     engine = Engine(FakeModel(), context, CONTEXT_LENGTH, **kwargs)  # type: ignore[arg-type]
-    context.batches.clear()  # the exact-run probe's, before any request
     engine.start()
+    context.batches.clear()  # the exact-run probe's, before any request
     return engine, context
 
 

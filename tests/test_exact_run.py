@@ -50,6 +50,7 @@ def test_the_engine_keeps_drafts_within_what_the_probe_measured(
     context.rounds_from = rounds_from
     controller = SpecController(mode="on", max_length=32)
     engine = Engine(FakeModel(), context, 128, speculation=Speculation(controller))  # type: ignore[arg-type]
+    engine.start()
     try:
         assert controller.max_length == max_length
         assert engine.exact_run == (rounds_from - 1 if rounds_from else PROBE_LIMIT)
