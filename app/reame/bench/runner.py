@@ -1,5 +1,6 @@
-"""`reame bench` in process: Reame's engine side by side with a plain llama-cpp-python loop on
-the same model, threads and context, run in alternation so both see the same noisy machine."""
+"""`reame bench` in process: Reame's engine side by side with a plain llama-cpp-python loop (in
+a process of its own) on the same model, threads and context, run in alternation so both see
+the same noisy machine."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from reame.bench.plain_loop import plain_greedy_loop
+from reame.bench.plain_loop import PlainLoopProcess
 from reame.bench.workloads import filler_text, topics
 from reame.engine.request import Event, FinishEvent, GenerationRequest, TokenEvent
 from reame.llama import ContextShape
@@ -84,7 +85,19 @@ def _median(values: Sequence[float]) -> float:
 def bench_engine(
     runtime: Runtime, runs: int, prompt_tokens: int, max_tokens: int, log: Callable[[str], None]
 ) -> Figures:
-    service, model, tuned = runtime.service, runtime.model, runtime.tuned
+    with PlainLoopProcess(runtime.model_path) as plain_loop:
+        return _bench_engine(runtime, plain_loop, runs, prompt_tokens, max_tokens, log)
+
+
+def _bench_engine(
+    runtime: Runtime,
+    plain_loop: PlainLoopProcess,
+    runs: int,
+    prompt_tokens: int,
+    max_tokens: int,
+    log: Callable[[str], None],
+) -> Figures:
+    service, tuned = runtime.service, runtime.tuned
     plain_shape = ContextShape(tuned.context_length, tuned.batch_size, 1, tuned.threads)
     greedy = SamplingParams(
         temperature=0.0, max_tokens=max_tokens, ignore_eos=True, speculation="off"
@@ -103,11 +116,11 @@ def bench_engine(
             ratios.setdefault(key, []).append(reame / plain)
 
     log("warm-up (page in the weights, allocate compute buffers)")
-    plain_greedy_loop(model, long_prompt, 4, plain_shape)
+    plain_loop.run(long_prompt, 4, plain_shape)
     run_requests(runtime, chat, greedy.model_copy(update={"max_tokens": 4}))
     for run in range(runs):
         log(f"run {run + 1}/{runs}: prefill")
-        plain = plain_greedy_loop(model, long_prompt, 1, plain_shape)
+        plain = plain_loop.run(long_prompt, 1, plain_shape)
         (t,) = run_requests(runtime, [long_prompt], greedy.model_copy(update={"max_tokens": 1}))
         add(
             "prefill tok/s",
@@ -118,9 +131,9 @@ def bench_engine(
         log(f"run {run + 1}/{runs}: decode")
         # NOTE: the plain loop runs before and after the engine's runs and its mean is the
         # baseline: the machine drifts (the same loop gave 80-131 tok/s in one minute here)
-        before = plain_greedy_loop(model, chat[0], max_tokens, plain_shape, stop_at_end=False)
+        before = plain_loop.run(chat[0], max_tokens, plain_shape, stop_at_end=False)
         timings = {n: run_requests(runtime, chat[:n], greedy) for n in CONCURRENCY}
-        after = plain_greedy_loop(model, chat[0], max_tokens, plain_shape, stop_at_end=False)
+        after = plain_loop.run(chat[0], max_tokens, plain_shape, stop_at_end=False)
         plain_tps = statistics.mean((len(p.tokens) - 1) / p.decode_seconds for p in (before, after))
         for n, group in timings.items():
             # NOTE: the plain loop runs one sequence at a time: its aggregate is its single rate
