@@ -166,3 +166,81 @@ def test_snapshots_are_taken_exactly_at_their_points() -> None:
         assert [pickle.loads(bytes(s.data)) for s in taken] == [prompt[:16], prompt[:40]]
     finally:
         assert engine.close()
+
+
+class Consumer:
+    """A consumer woken by the engine, as the event loop is: what it had been handed by then."""
+
+    def __init__(self, run: Run, log: list[str]) -> None:
+        self.run, self.log = run, log
+
+    def wake(self) -> None:
+        if self.run.tokens and "woken after the first token" not in self.log:
+            self.log.append("woken after the first token")
+
+
+def test_the_prompts_state_is_read_after_its_first_token_is_handed_out() -> None:
+    log: list[str] = []
+    engine, context = make_engine(on_snapshot=lambda state, scope: log.append("kept"))
+    read = context.save_state
+
+    def logged_read(seq_id: int) -> bytearray:
+        log.append("read")
+        return read(seq_id)
+
+    context.save_state = logged_read  # type: ignore[method-assign]
+    try:
+        prompt = list(range(2, 40))
+        run = Run()
+        consumer = Consumer(run, log)
+        engine.add_wake_hook(consumer.wake)
+        engine.submit(GenerationRequest(prompt, greedy(4), snapshot_at=(len(prompt),)), run.sink)
+        assert run.wait() == reference(prompt, 4)
+        assert log == ["woken after the first token", "read", "kept"]
+    finally:
+        assert engine.close()
+
+
+def test_an_answers_state_with_nothing_to_warm_is_read_after_its_finish_is_handed_out() -> None:
+    log: list[str] = []
+    kept: list[SavedState] = []
+    engine, context = make_engine()
+    read = context.save_state
+
+    def logged_read(seq_id: int) -> bytearray:
+        log.append("read")
+        return read(seq_id)
+
+    def keep(state: SavedState) -> None:
+        log.append("kept")
+        kept.append(state)
+
+    context.save_state = logged_read  # type: ignore[method-assign]
+    gauge = engine.update.warm_gauge
+    gauge.spent(1.0)  # a warm step costs a second, and no request left a gap: it does not pay
+    for _ in range(gauge.WINDOW):
+        gauge.arrived(time.monotonic())
+    try:
+        prompt = list(range(2, 40))
+        run = Run()
+
+        class Consumer:
+            def wake(self) -> None:
+                if run.done.is_set() and "woken after the finish" not in log:
+                    log.append("woken after the finish")
+
+        consumer = Consumer()
+        engine.add_wake_hook(consumer.wake)
+        request = GenerationRequest(
+            prompt, greedy(4), keep_state=True, warm_ahead=(7, 8), keep_later=keep
+        )
+        engine.submit(request, run.sink)
+        answer = run.wait()
+        assert engine.close()
+        assert run.finish.state is None and run.finish.state_follows
+        assert log == ["woken after the finish", "read", "kept"]
+        computed = prompt + answer[:-1]  # the last token was never computed
+        assert kept[0].tokens == tuple(computed)
+        assert pickle.loads(bytes(kept[0].data)) == computed
+    finally:
+        engine.close()

@@ -4,7 +4,7 @@ runner computes it in one llama_decode, the update turns the logits into events.
 NOTE: the only thread that calls llama.cpp (the prefix cache's writer only writes files).
 llama_decode releases the GIL, so the caller's event loop stays free while a step runs. Requests
 come in through a thread-safe inbox; events go out through each request's sink, called on the
-engine thread after each step. About 340 lines: the request's one check, the places taken all
+engine thread after each step. About 370 lines: the request's one check, the places taken all
 or none, and the thread's life (start, death, close) are the engine's edge, kept together.
 """
 
@@ -212,9 +212,10 @@ class Engine:
 
     def add_wake_hook(self, hook: Callable[[], None]) -> None:
         """`hook` (a bound method, held weakly) runs on the engine thread whenever it is about
-        to leave Python, into a llama_decode or a wait for work: the moment to wake a consumer
-        of the events emitted so far. Woken earlier, the consumer would hold the GIL while the
-        engine still needs it to start the next step; woken then, it runs beside the decode."""
+        to leave Python, into a llama_decode, a read of prefix states or a wait for work: the
+        moment to wake a consumer of the events emitted so far. Woken earlier, the consumer
+        would hold the GIL while the engine still needs it to start the next step; woken then,
+        it runs beside the decode."""
         with self._wake_hooks_lock:
             alive = tuple(ref for ref in self._wake_hooks if ref() is not None)
             self._wake_hooks = (*alive, weakref.WeakMethod(hook))
@@ -284,6 +285,10 @@ class Engine:
             if scheduler.running or scheduler.warming:
                 self._step()
             update.out.deliver(self._on_snapshot)
+            if update.has_reads_due:  # the step's events go out while its states are read
+                self._wake_consumers()
+                update.read_due()
+                update.out.deliver(self._on_snapshot)
         for seq in scheduler.everyone():
             update.finish(seq, Finish.ABORT)
         for seq in list(scheduler.warming):  # what they computed outlives the process

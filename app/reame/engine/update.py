@@ -47,6 +47,10 @@ class Update:
         self._takes_snapshots = takes_snapshots
         self.out = Outbox()
         self.warm_gauge = WarmGauge()  # the engine loop feeds it
+        # NOTE: a 1.5k-token state takes 20-170 ms to read (fresh pages, measured): states are
+        # read after the step's events went out, not on the way to a first token or a finish
+        self._snapshots_due: list[Sequence] = []
+        self._finals_due: list[Sequence] = []
 
     # -- around a step ----------------------------------------------------------------------
 
@@ -172,13 +176,35 @@ class Update:
             self._spec.controller.record_replay(replayed)
 
     def _snapshot(self, seq: Sequence) -> None:
-        """Keep the state when the KV cache holds exactly the next snapshot point (before
-        sampling: the cache then holds the prompt up to there and nothing else)."""
+        """Note the state to keep when the KV cache holds exactly the next snapshot point: the
+        prompt up to there and nothing else. It is read by take_snapshots, after the step's
+        events went out, or as the sequence ends if that comes first."""
         due = seq.snapshots_due
         while due and due[0] < seq.num_computed:  # passed (plan_step stops at them): skip
             due.pop(0)
         if due and due[0] == seq.num_computed and self._takes_snapshots:
             due.pop(0)
+            self._snapshots_due.append(seq)
+
+    @property
+    def has_reads_due(self) -> bool:
+        return bool(self._snapshots_due or self._finals_due)
+
+    def read_due(self) -> None:
+        """Read the states noted in this step: snapshots, and the final states of answers with
+        nothing to warm (kept as warm-ahead keeps its own, their slots then freed)."""
+        self.take_snapshots()
+        finals, self._finals_due = self._finals_due, []
+        for seq in finals:
+            if seq.state is SeqState.WARMING:  # NOTE: not taken over or yielded meanwhile
+                self.warmed(seq, counted=False)
+
+    def take_snapshots(self, only: Sequence | None = None) -> None:
+        """Read the noted states into the outbox: all of them, or `only` this sequence's. Its
+        KV must not have changed since the step (no step, no cut, its slot not freed)."""
+        taken = [s for s in self._snapshots_due if only is None or s is only]
+        self._snapshots_due = [s for s in self._snapshots_due if not any(s is t for t in taken)]
+        for seq in taken:
             kept = tuple(seq.tokens[: seq.num_computed])
             state = SavedState(kept, self.context.save_state(seq.slot))
             self.out.snapshots.append((state, seq.request.scope))
@@ -268,6 +294,8 @@ class Update:
 
     def finish(self, seq: Sequence, reason: Finish, error: str | None = None) -> None:
         """End a request: its forks too, its slot freed, its state kept if it asked."""
+        if any(s is seq for s in self._snapshots_due):  # before its slot lets go of the KV
+            self.take_snapshots(seq)
         for fork in seq.forks:  # the leader ends before its prompt did: so do its candidates
             self.finish(fork, reason, error)
         seq.forks = []
@@ -280,6 +308,8 @@ class Update:
             and reason.is_whole
         )
         warm = self._warm_tail(seq, reason) if keeps else None
+        if keeps and warm is None and request.keep_later is not None:
+            warm = []  # nothing to warm: its state is still read after the finish went out
         if keeps and warm is None:
             kept = tuple(seq.tokens[: seq.num_computed])
             state = SavedState(kept, self.context.save_state(seq.slot))
@@ -310,6 +340,8 @@ class Update:
             del seq.tokens[seq.num_computed :]
             seq.tokens.extend(warm)
             self.scheduler.warm(seq)
+            if not warm:
+                self._finals_due.append(seq)
 
     # -- warm-ahead (engine/warm_ahead.py) ------------------------------------------------------
 
@@ -331,16 +363,18 @@ class Update:
             return None
         return tail
 
-    def warmed(self, seq: Sequence) -> None:
+    def warmed(self, seq: Sequence, counted: bool = True) -> None:
         """A warming sequence's state is kept as far as it is computed (all of its work, or
         less when it yields), and its slot freed with all of that KV left for a request that
-        starts alike."""
+        starts alike. `counted`: in the warm-ahead metrics (not an answer with nothing to
+        warm)."""
         is_done = seq.num_computed == len(seq.tokens)
         kept = tuple(seq.tokens[: seq.num_computed])
         state = SavedState(kept, self.context.save_state(seq.slot))
         assert seq.request.keep_later is not None
         self.out.finals.append((seq.request.keep_later, state))
-        metrics.WARM_AHEAD.labels("kept" if is_done else "yielded").inc()
+        if counted:
+            metrics.WARM_AHEAD.labels("kept" if is_done else "yielded").inc()
         seq.chunk_ends.append(seq.num_computed)
         del seq.tokens[seq.num_computed :]
         self.scheduler.release(seq, keep_prompt=True)
