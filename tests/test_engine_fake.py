@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from fake_llama import FakeContext, FakeModel, reference
+from reame import metrics
 from reame.engine.engine import Engine
 from reame.engine.request import Event, FinishEvent, GenerationRequest, SavedState, TokenEvent
 from reame.llama import ContextShape
@@ -244,3 +245,29 @@ def test_an_answers_state_with_nothing_to_warm_is_read_after_its_finish_is_hande
         assert pickle.loads(bytes(kept[0].data)) == computed
     finally:
         engine.close()
+
+
+def test_the_gauges_show_an_idle_engine_once_its_last_request_ended() -> None:
+    """The last answer keeps its state after its finish (nothing to warm): no step follows."""
+    engine, _ = make_engine()
+    gauge = engine.update.warm_gauge
+    gauge.spent(1.0)
+    for _ in range(gauge.WINDOW):
+        gauge.arrived(time.monotonic())
+    try:
+        run = Run()
+        request = GenerationRequest(
+            list(range(2, 20)),
+            greedy(4),
+            keep_state=True,
+            warm_ahead=(7,),
+            keep_later=lambda state: None,
+        )
+        engine.submit(request, run.sink)
+        run.wait()
+        deadline = time.monotonic() + 2
+        while metrics.RUNNING._value.get() != 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (metrics.RUNNING._value.get(), metrics.WAITING._value.get()) == (0, 0)
+    finally:
+        assert engine.close()

@@ -275,7 +275,8 @@ class Engine:
             if not scheduler.has_requests:
                 update.warm_gauge.idle(time.monotonic())
             is_idle = scheduler.is_idle
-            if is_idle:
+            if is_idle:  # NOTE: the gauges too: no step may come to publish them for a while
+                self._publish_counts()
                 self._wake_consumers()
             if not self._take_inbox(block=is_idle):
                 break
