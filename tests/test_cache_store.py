@@ -194,6 +194,23 @@ def test_a_prompt_shorter_than_min_tokens_is_a_miss(tmp_path: Path) -> None:
         assert prefix_cache.lookup(prefix) is not None
 
 
+def test_a_shared_prefix_outlives_the_longer_states_built_on_it_in_ram() -> None:
+    """A conversation adds a state a turn; the system prompt's, which no lookup of its turns
+    returns, stays in RAM for the next conversation (fails under a plain LRU)."""
+    system = prompt(1, 128)
+    with cache_on(None, ram_bytes=3 * 50_000) as cache:  # three states fit
+        cache.offer(state_of(system))
+        turns = system
+        for turn in range(6):
+            turns = turns + prompt(10 + turn, 40)
+            hit = cache.lookup(turns)
+            assert hit is not None and hit.state.tokens == tuple(turns[: len(hit.state.tokens)])
+            cache.offer(state_of(turns))
+        assert cache.ram.evictions > 0  # the budget was passed: something was let go
+        hit = cache.lookup(system + prompt(99, 40))  # the next conversation
+        assert hit == Hit(state_of(system), "ram")
+
+
 # -- damaged and foreign files -----------------------------------------------------------------
 
 

@@ -106,6 +106,7 @@ class PrefixCache:
         lowest = group_of(self.config.min_tokens)
         local = self._find_local(chain, tokens, lowest)
         floor = len(local.state.tokens) if local is not None else 0
+        self._refresh_prefixes(chain, tokens, floor)
         if self.shared is None or floor == len(tokens):
             return local
         return self._find_shared(chain, tokens, max(lowest, group_of(floor)), floor) or local
@@ -243,9 +244,23 @@ class PrefixCache:
         chain = group_chain(tokens, scope)
         group, key = chain[group_of(length)], prefix_key(chain, tokens, length)
         self.ram.put(group, key, state)
+        self._refresh_prefixes(chain, tokens, length)
         self._publish_ram()
         if self.writer is not None:
             self.writer.enqueue(Write(group, length, key, state))
+
+    def _refresh_prefixes(self, chain: list[str], tokens: list[int], length: int) -> None:
+        """The RAM states that are shorter prefixes of tokens[:length], marked as used after
+        it, the shortest last (ram_tier.py says why)."""
+        lowest = group_of(self.config.min_tokens)
+        found = [
+            key
+            for k in range(group_of(length), lowest - 1, -1)
+            for stored, key in sorted(self.ram.entries(chain[k]), reverse=True)
+            if stored < length and key == prefix_key(chain, tokens, stored)
+        ]
+        if found:
+            self.ram.touch(found)
 
     def _publish_ram(self) -> None:
         metrics.PREFIX_BYTES.labels("ram").set(self.ram.num_bytes)

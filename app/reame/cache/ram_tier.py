@@ -1,5 +1,10 @@
 """SavedStates in host memory within a byte budget, least recently used out first. Thread-safe:
-the engine thread offers, lookups run in worker threads."""
+the engine thread offers, lookups run in worker threads.
+
+The prefix cache refreshes the stored prefixes of every state it uses or keeps (`touch`), so a
+shared prefix (a system prompt) is never let go before the longer states built on it, as a
+radix tree evicts its leaves first: a conversation's turns each add a state, and under a plain
+LRU they pushed out the system prompt's, which no request looked up while they went on."""
 
 from __future__ import annotations
 
@@ -36,6 +41,13 @@ class RamTier:
             if snap is not None:
                 self._items.move_to_end(key)
             return snap
+
+    def touch(self, keys: list[str]) -> None:
+        """Mark these as just used, in this order (the last one most recently)."""
+        with self._lock:
+            for key in keys:
+                if key in self._items:
+                    self._items.move_to_end(key)
 
     def contains(self, key: str) -> bool:
         with self._lock:
