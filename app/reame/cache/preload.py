@@ -10,6 +10,7 @@ from collections.abc import Callable
 import structlog
 
 from reame import metrics
+from reame.cache.background import lower_this_thread
 from reame.cache.disk_tier import parse_name, stored_files
 from reame.cache.prefix_cache import PrefixCache
 
@@ -39,6 +40,7 @@ class Preload:
             self._thread.join()
 
     def _run(self) -> None:
+        lower_this_thread()
         try:
             count = self.load()
         except Exception:  # NOTE: a preload that fails leaves the disk tier to serve as ever

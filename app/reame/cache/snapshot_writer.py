@@ -4,8 +4,6 @@ the writer is behind is dropped and counted, never waited for."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import queue
 import threading
 import time
@@ -16,6 +14,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from reame import metrics
+from reame.cache.background import lower_this_thread
 from reame.cache.disk_tier import DiskTier
 from reame.cache.fingerprint import Fingerprint
 from reame.cache.shared_store import SharedStore
@@ -101,10 +100,7 @@ class SnapshotWriter:
             self._hurry.wait(0.05)
 
     def _write_loop(self) -> None:
-        # NOTE: compressing and writing 30 MB must not take a core from the decode threads on a
-        # 2-core machine: on Linux a thread has its own nice value
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        lower_this_thread()
         while True:
             item = self._queue.get()
             if item is _STOP:
