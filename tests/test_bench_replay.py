@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from reame.bench.replay_report import (
     modes,
     overlap_figures,
     run_figures,
+    trace_table,
     window_size,
     windows,
 )
@@ -196,6 +198,20 @@ def test_later_turns_and_drafts() -> None:
     figs = run_figures(run, 3, None)
     assert figs["ttft_first_turns"] == 1.5 and figs["ttft_later_turns"] == pytest.approx(0.2)
     assert figs["drafted_share"] == pytest.approx(5 / 10)  # only the answers that said
+
+
+def test_the_report_says_which_server_called_tools_and_how_long_its_answers_were() -> None:
+    run_modes = modes(4, 1)[:1]
+    calls = [replace(record(i, 1.0), tool_calls=1 if i <= 3 else 0) for i in range(1, 5)]
+    text = [replace(record(i, 1.0, "llama-server"), completion_tokens=32) for i in range(1, 5)]
+    figs = figures(calls + text, 4, run_modes)
+    assert figs["chat"]["reame"]["one-client"]["tool_call_share"] == pytest.approx(0.75)
+    table = trace_table(figs["chat"], ["reame", "llama-server"], run_modes, 4, True)
+    assert "| answers that called a tool | 75% | 0% |  |" in table
+    assert "| completion tokens (median) | 10 | 32 |  |" in table
+    alone = figures(text, 4, run_modes)["chat"]
+    no_tools = trace_table(alone, ["llama-server"], run_modes, 4, True)
+    assert "called a tool" not in no_tools  # a trace without tools has no such row
 
 
 def test_the_speedup_against_overlap() -> None:

@@ -68,6 +68,7 @@ class Record:
     after_restart: bool
     error: str = ""
     answer: str = ""  # its text, and its tool calls as name(arguments)
+    tool_calls: int = 0  # whole calls (a name and JSON object arguments) in the answer
 
     @property
     def drafted_share(self) -> float | None:
@@ -146,6 +147,11 @@ def run_figures(
     out["ttft_later_turns"] = median([r.ttft for r in ok if r.turn > 1])
     out["decode_tps"] = median([r.decode_tps for r in ok if r.decode_tps is not None])
     out["prompt_tokens"] = median([float(r.prompt_tokens) for r in ok])
+    out["completion_tokens"] = median([float(r.completion_tokens) for r in ok])
+    # NOTE: a tool call's first chunk carries its whole name, some tokens after its first token:
+    # where one server calls tools and the other answers in text, their times to first token
+    # measure different things
+    out["tool_call_share"] = sum(1 for r in ok if r.tool_calls) / len(ok) if ok else None
     sent = sum(r.prompt_tokens for r in ok)
     out["cached_share"] = sum(r.cached_tokens for r in ok) / sent if sent else None
     drafted = [r for r in ok if r.accepted_drafts is not None]
@@ -258,6 +264,9 @@ def trace_table(
     row(label, "ttft_first_turns", first, _s)
     row("decode tok/s (median)", "decode_tps", first, lambda v: "-" if v is None else f"{v:.1f}")
     row("prompt tokens (median)", "prompt_tokens", first, _count)
+    row("completion tokens (median)", "completion_tokens", first, _count)
+    if any(figs.get(s, {}).get(first.key, {}).get("tool_call_share") for s in servers):
+        row("answers that called a tool", "tool_call_share", first, _share)
     row("cached share of prompt tokens", "cached_share", first, _share)
     row("drafted share of completion tokens", "drafted_share", first, _share)
     for mode in run_modes:

@@ -71,6 +71,7 @@ def record_of(
         timeline.submitted - t0, timeline.ttft, timeline.finished - timeline.submitted, decode,
         timeline.num_prompt_tokens, timeline.num_cached_tokens, tokens,
         timeline.num_accepted_drafts, request.overlap, restarted, "", reply.as_text(),
+        len(reply.complete_calls()),
     )  # fmt: skip
 
 
