@@ -11,6 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 from reame.cli.common import add_settings_flags, settings_from_args
 from reame.config import ENV_PREFIX, Settings
 from reame.errors import ConfigError
+from reame.host_memory import reuse_large_buffers
 from reame.log import configure_logging
 
 
@@ -43,6 +44,7 @@ def serve(args: argparse.Namespace) -> int:
         )
         hold(exc, *address)
         return 0
+    reuse_large_buffers(loaded.settings.prefix_cache_ram_mb << 20)
     run_server(loaded.settings)
     return 0
 
