@@ -139,3 +139,19 @@ def test_tokens_a_grammar_forced_go_into_one_part_marked_as_forced() -> None:
     assert list(part.logit_rows()) == [2]  # logits only at the end of the run
     parts.update.apply(plan, parts.runner.run(plan))
     assert seq.num_forced == 0 and seq.tokens[-1] == next_token([21, 22, 23, sampled, 30, 31])
+
+
+def test_a_widened_chunk_computes_its_tokens_again_after_the_runner_cut_them() -> None:
+    # a prompt of 120 tokens cut at 70: the 50 after the cut go as the 64 before the end, whose
+    # first 14 the context holds already (the fake refuses a position twice, as llama.cpp would
+    # add a second cell for it); the answer is the one the prompt gives anyhow
+    parts = Parts(sequences=1, budget=128)
+    prompt = [(i * 5) % 60 + 1 for i in range(120)]
+    seq = parts.add(prompt, max_tokens=3)
+    seq.snapshots_due = [70]
+    tokens = []
+    for _ in range(6):
+        tokens += tokens_of(parts.step(), seq)
+    starts = [batch[0][1] for batch in parts.context.batches]
+    assert starts[:2] == [0, 120 - 64]
+    assert tokens == reference(prompt, 3)

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from conftest import small_settings
 from reame.bench.workloads import filler_text
-from reame.engine.exact_reuse import TILED_QUERIES, chunks, exact_reuse, path_of
+from reame.engine.exact_reuse import (
+    TILED_QUERIES,
+    WIDE_ENOUGH,
+    chunks,
+    computed_chunks,
+    exact_reuse,
+    path_of,
+)
 from reame.runtime import Runtime
 from test_prefix_cache import answer, chat
 
@@ -40,6 +47,24 @@ def test_chunks_cover_the_range_in_order_stop_at_cuts_and_keep_to_the_budget(
     assert all(b == c for (_, b), (c, _) in zip(out, out[1:], strict=False))
     ends = {b for _, b in out}
     assert all(c in ends for c in cuts if start < c < end)
+
+
+def test_a_narrow_chunk_wide_enough_is_computed_as_the_tiled_sixty_four_before_its_end() -> None:
+    # cuts at 300 and 348: 48 queries would run narrow; 20 stay narrow (cheaper so)
+    assert computed_chunks(0, 368, (300, 348), BUDGET) == [(0, 300), (284, 348), (348, 368)]
+    assert computed_chunks(0, 50, (), BUDGET) == [(0, 50)]  # nothing before it to widen into
+    assert computed_chunks(0, 348, (300,), 48) == chunks(0, 348, (300,), 48)  # no room to widen
+
+
+def test_a_rest_after_the_resident_prompt_is_widened_as_a_cold_request_widens_it() -> None:
+    # the resident's prompt ended at 600; the rest, 50 tokens, is computed from 586, tiled, as
+    # a cold request computes it; it was computed narrow where the cold went tiled before
+    resident = ([0, 300, 600], [(0, 300), (300, 600)])
+    assert computed_chunks(600, 650, (), BUDGET) == [(586, 650)]
+    assert exact_reuse(600, *resident, (300,), (), 650, BUDGET) == 600
+    # a rest too narrow to widen that would run narrow where the cold one is tiled: the last 64
+    resident = ([0, 300, 700], [(0, 300), (300, 700)])
+    assert exact_reuse(650, *resident, (300,), (), 650 + WIDE_ENOUGH - 1, BUDGET) == 625
 
 
 def test_a_wide_tail_reused_into_stays_exact() -> None:
@@ -106,6 +131,9 @@ QUESTIONS = (
     f"Question 7: {LONG} Name a tree.",  # past the cut at 512 (the stride)
     # 485 tokens shared, 27 short of the cut: the 64 tokens before it are computed again
     f"Question 7: {' '.join(LONG.split()[:166])} {AFTER} Name a bird.",
+    # 48 tokens after the header, narrow: a cold request computes the 64 before the end instead
+    # (tiled, cheaper), and so does this one, the 16 it shares past the header computed again
+    f"Question 8: {filler_text(seed=23, num_words=34)} Name a cat.",
 )
 
 
@@ -144,5 +172,7 @@ def test_questions_that_share_first_words_reuse_them_and_answer_as_cold(
     assert cached[QUESTIONS[4]] > header + 70  # the question number and the context
     assert cached[QUESTIONS[5]] > header
     stride = runtime.cache.policy.stride
-    assert prompt_lengths[QUESTIONS[-1]] > stride + TILED_QUERIES
-    assert cached[QUESTIONS[-1]] == stride - TILED_QUERIES
+    assert prompt_lengths[QUESTIONS[-2]] > stride + TILED_QUERIES
+    assert cached[QUESTIONS[-2]] == stride - TILED_QUERIES
+    widened = prompt_lengths[QUESTIONS[-1]] - TILED_QUERIES
+    assert header - TILED_QUERIES < widened == cached[QUESTIONS[-1]] < header - WIDE_ENOUGH // 4

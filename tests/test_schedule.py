@@ -35,3 +35,24 @@ def test_more_decoders_than_budget_are_served_in_order() -> None:
 def test_the_budget_must_be_positive() -> None:
     with pytest.raises(ValueError):
         plan_step([Work(3, 0)], budget=0)
+
+
+def test_a_narrow_prompt_chunk_wide_enough_is_computed_as_the_tiled_64_before_its_end() -> None:
+    # an agent's turn: 56 new tokens after 1464 reused; 16 would stay narrow (cheaper so)
+    turn = Work(1520, 1464, num_prompt=1520)
+    assert plan_step([turn], budget=512, can_widen=True) == [Slice(0, 1456, 64, True)]
+    assert plan_step([turn], budget=512) == [Slice(0, 1464, 56, True)]  # memory that cannot cut
+    short = Work(1520, 1504, num_prompt=1520)
+    assert plan_step([short], budget=512, can_widen=True) == [Slice(0, 1504, 16, True)]
+
+
+def test_a_chunk_is_not_widened_past_its_start_nor_its_prompt_nor_the_budget() -> None:
+    assert plan_step([Work(50, 0, num_prompt=50)], 512, can_widen=True) == [Slice(0, 0, 50, True)]
+    # tokens past the prompt (an answer's, warmed ahead) are computed as they come
+    assert plan_step([Work(650, 600, num_prompt=600)], 512, True) == [Slice(0, 600, 50, True)]
+    # another prompt took all but 50 of the budget
+    plan = plan_step([Work(462, 0, num_prompt=462), Work(650, 600, num_prompt=650)], 512, True)
+    assert plan == [Slice(0, 0, 462, True), Slice(1, 600, 50, True)]
+    # a chunk stopped by its snapshot point is widened too, and still ends there
+    cut = Work(1000, 300, stop_at=350, num_prompt=1000)
+    assert plan_step([cut], 512, True) == [Slice(0, 286, 64, False)]

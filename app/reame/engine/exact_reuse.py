@@ -9,7 +9,9 @@ prompt tokens of a 45-token chunk were reused and the other 12 computed as a chu
 own, tests/test_grammar_engine.py). So a reuse is exact when every position the request reuses
 was computed, and every position it computes will be, in a chunk of 64 or more, as a cold
 request of the same prompt computes it. A cold request stops its chunks at its snapshot points
-and at the token budget of a step.
+and at the token budget of a step, and computes a chunk that would run narrow, yet is at least
+WIDE_ENOUGH tokens, as the TILED_QUERIES tokens before its end (those before it again): a warm
+request does the same, so the rule keeps them alike.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ from collections.abc import Sequence
 
 TILED_QUERIES = 64  # ggml-cpu's flash attention: tiled from this many queries of a sequence
 TILED = 2  # path_of a chunk of TILED_QUERIES or more
+# NOTE: from this many queries a narrow chunk costs more than the tiled TILED_QUERIES ending
+# where it ends (SmolLM2 on 2 cores: 56 queries at 1.5k tokens of context 532 ms, tiled 64
+# 355 ms; 40 about even at 300 tokens of context, 32 cheaper narrow below 1k): a fixed number,
+# so that every process chunks a prompt alike
+WIDE_ENOUGH = 40
 
 
 def path_of(width: int) -> int:
@@ -37,6 +44,23 @@ def chunks(start: int, end: int, cuts: Sequence[int], budget: int) -> list[tuple
             out.append((at, at + step))
             at += step
     return out
+
+
+def widened_start(start: int, end: int, budget: int) -> int:
+    """Where a prompt chunk that ends at `end` is computed from: TILED_QUERIES before its end
+    when [start, end) would run narrow but is WIDE_ENOUGH (the tokens before `start` computed
+    again, in the tiled path), else `start`."""
+    if WIDE_ENOUGH <= end - start < TILED_QUERIES <= min(end, budget):
+        return end - TILED_QUERIES
+    return start
+
+
+def computed_chunks(
+    start: int, end: int, cuts: Sequence[int], budget: int
+) -> list[tuple[int, int]]:
+    """The chunks that compute [start, end), each widened where plan_step widens it: they may
+    begin before `start` and overlap the one before."""
+    return [(widened_start(a, b, budget), b) for a, b in chunks(start, end, cuts, budget)]
 
 
 def _paths(pieces: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int, int]]:
@@ -84,15 +108,17 @@ def exact_reuse(
     at_end = max((e for e in resident_ends if e <= common), default=0)
     if common <= at_end:
         return at_end
-    cold = chunks(0, num_prompt, cold_cuts, budget)
+    cold = computed_chunks(0, num_prompt, cold_cuts, budget)
     # NOTE: where the rest would start with a chunk too narrow for the tiled path (before a
     # cut or the prompt's end), it may start TILED_QUERIES tokens before that cut instead:
     # those are computed again, tiled, as a cold request computes them
     stops = [c - TILED_QUERIES for c in (*own_cuts, num_prompt) if at_end < c - TILED_QUERIES]
     for reuse in sorted({common, *(s for s in stops if s < common)}, reverse=True):
-        own = chunks(reuse, num_prompt, own_cuts, budget)
-        if _both_tiled(resident_chunks, cold, at_end, reuse) and _both_tiled(
-            own, cold, reuse, num_prompt
+        own = computed_chunks(reuse, num_prompt, own_cuts, budget)
+        # NOTE: a widened first chunk computes again the resident's tokens from `first` on
+        first = min(reuse, own[0][0])
+        if _both_tiled(resident_chunks, cold, at_end, max(at_end, first)) and _both_tiled(
+            own, cold, first, num_prompt
         ):
             return reuse
     return at_end

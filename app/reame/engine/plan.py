@@ -76,14 +76,22 @@ class StepPlan:
 Logits = Callable[[int], np.ndarray]  # a batch index's logits, after the step ran
 
 
-def make_plan(running: list[Sequence], budget: int) -> StepPlan:
+def make_plan(running: list[Sequence], budget: int, can_widen: bool = False) -> StepPlan:
     """Pack the running sequences' missing tokens into one step (schedule.plan_step), in the
-    order of their llama sequence ids."""
+    order of their llama sequence ids. `can_widen`: their KV can be cut back, so that a narrow
+    prompt chunk may be computed wider (a part then starts before its sequence's computed
+    tokens, and the runner cuts them first)."""
     work = [
-        Work(len(s.tokens) + len(s.drafts), s.num_computed, s.next_snapshot, len(s.drafts))
+        Work(
+            len(s.tokens) + len(s.drafts),
+            s.num_computed,
+            s.next_snapshot,
+            len(s.drafts),
+            s.num_prompt,
+        )
         for s in running
     ]
-    slices = plan_step(work, budget)
+    slices = plan_step(work, budget, can_widen)
     # NOTE: llama.cpp's per-sequence KV streams are much slower when a batch's sequence ids
     # are out of order (4 decode tokens: 19 ms in order, 30 ms reversed, measured here),
     # hence sorted batches and the lowest free slot first

@@ -29,6 +29,9 @@ class Runner:
         sequence is checkpointed first, so that refused drafts can be rolled back. Raises
         reame.llama.DecodeError if llama.cpp refuses the batch."""
         out = StepOutput(self.context.logits)
+        for part in plan.parts:
+            if part.start < part.seq.num_computed:  # a widened chunk: its cells are computed anew
+                self.context.remove(part.seq.slot, part.start)
         if not self.context.can_cut:
             started = time.perf_counter()
             for part in plan.parts:

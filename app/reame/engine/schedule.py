@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from reame.engine.exact_reuse import widened_start
+
 
 @dataclass(slots=True, frozen=True)
 class Work:
@@ -18,6 +20,7 @@ class Work:
     num_computed: int
     stop_at: int = 0  # a prompt chunk ends here if it would pass it (a snapshot point); 0: none
     num_drafts: int = 0  # of the known tokens, the last ones are drafts to verify
+    num_prompt: int = 0  # a chunk that starts before it is the prompt's: it may be widened
 
     @property
     def num_missing(self) -> int:
@@ -30,17 +33,18 @@ class Slice:
     reaches the end of what the sequence knows, so the next token can be sampled."""
 
     index: int
-    start: int
+    start: int  # before the sequence's computed tokens where a chunk is widened
     count: int
     wants_logits: bool
     is_verify: bool = False  # logits at every token: a decode token and its drafts
 
 
-def plan_step(work: Sequence[Work], budget: int) -> list[Slice]:
+def plan_step(work: Sequence[Work], budget: int, can_widen: bool = False) -> list[Slice]:
     """Decoding sequences first, for latency (with their drafts, as many as the budget holds);
     then prompt chunks in the order given (oldest first) fill what is left of the token budget.
     A chunk never runs past its sequence's stop_at, so the KV cache holds exactly that prefix
-    after the step."""
+    after the step. With `can_widen` (its KV can be cut back), a prompt chunk that would run
+    narrow but costs more so than the tiled path starts earlier (exact_reuse.widened_start)."""
     if budget < 1:
         raise ValueError("the token budget must be at least 1")
     plan: list[Slice] = []
@@ -55,6 +59,11 @@ def plan_step(work: Sequence[Work], budget: int) -> list[Slice]:
             count = min(w.num_missing, left)
             if w.num_computed < w.stop_at:
                 count = min(count, w.stop_at - w.num_computed)
-            plan.append(Slice(i, w.num_computed, count, count == w.num_missing))
-            left -= count
+            start, end = w.num_computed, w.num_computed + count
+            if can_widen and start < w.num_prompt:
+                # NOTE: by its prompt tokens alone, so that tokens a grammar forced after them
+                # change nothing of how the prompt is computed
+                start = widened_start(start, min(end, w.num_prompt), left)
+            plan.append(Slice(i, start, end - start, end == w.num_known))
+            left -= end - start
     return plan

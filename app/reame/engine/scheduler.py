@@ -54,6 +54,7 @@ class Scheduler:
         self.budget = context.shape.batch_size
         self.num_sequences = context.shape.num_sequences
         self.slots = Slots(context, keeps_prompts, self.budget)
+        self._can_widen = context.can_cut
         self.waiting: deque[Sequence] = deque()
         self.late: deque[LateFork] = deque()  # first first
         self.running: list[Sequence] = []
@@ -177,10 +178,12 @@ class Scheduler:
         """The next step: drafts for the decoding sequences that can verify them, then every
         running sequence's missing tokens packed into the token budget."""
         if not self.running:  # NOTE: warm-ahead only where no request is running or waiting
-            return make_plan(self.warming, self.budget) if not self.waiting else StepPlan(())
+            if self.waiting:
+                return StepPlan(())
+            return make_plan(self.warming, self.budget, self._can_widen)
         if self._spec is not None:
             add_drafts(self._spec, self.running, self.context_length)
-        return make_plan(self.running, self.budget)
+        return make_plan(self.running, self.budget, self._can_widen)
 
     def release(self, seq: Sequence, keep_prompt: bool) -> None:
         """A sequence leaves: its slot is freed (with `keep_prompt`, its prompt's KV stays in

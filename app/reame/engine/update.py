@@ -75,6 +75,7 @@ class Update:
             if part.end <= seq.num_prompt:
                 seq.chunk_ends.append(part.end)
                 seq.chunks.append((part.start, part.end))
+            seq.num_cached = min(seq.num_cached, part.start)  # a widened chunk computed them again
             seq.num_computed = min(part.end, len(seq.tokens))
             seq.num_forced = min(seq.num_forced, len(seq.tokens) - seq.num_computed)
             self.out.release_held(seq)
