@@ -56,3 +56,10 @@ def test_a_chunk_is_not_widened_past_its_start_nor_its_prompt_nor_the_budget() -
     # a chunk stopped by its snapshot point is widened too, and still ends there
     cut = Work(1000, 300, stop_at=350, num_prompt=1000)
     assert plan_step([cut], 512, True) == [Slice(0, 286, 64, False)]
+
+
+def test_a_widened_chunk_with_forced_tokens_after_its_prompt_keeps_to_the_budget() -> None:
+    # 50 prompt tokens then 10 a grammar forced: widened, the chunk is 74 wide
+    forced = Work(660, 600, num_prompt=650)
+    assert plan_step([forced], 74, True) == [Slice(0, 586, 74, True)]
+    assert plan_step([forced], 73, True) == [Slice(0, 600, 60, True)]

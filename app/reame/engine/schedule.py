@@ -62,8 +62,9 @@ def plan_step(work: Sequence[Work], budget: int, can_widen: bool = False) -> lis
             start, end = w.num_computed, w.num_computed + count
             if can_widen and start < w.num_prompt:
                 # NOTE: by its prompt tokens alone, so that tokens a grammar forced after them
-                # change nothing of how the prompt is computed
-                start = widened_start(start, min(end, w.num_prompt), left)
+                # change nothing of how the prompt is computed; those still fit the budget
+                prompt_end = min(end, w.num_prompt)
+                start = widened_start(start, prompt_end, left - (end - prompt_end))
             plan.append(Slice(i, start, end - start, end == w.num_known))
             left -= end - start
     return plan
