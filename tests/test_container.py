@@ -143,6 +143,19 @@ def wait_health(container, status: str, timeout: float = 180) -> dict:
     raise AssertionError(f"health never became {status}: {health(container)}\n{logs}")
 
 
+def wait_unhealthy_for(container, reason: str, timeout: float = 180) -> None:
+    """Until the last probe names the reason. A probe before the server answers also says
+    unhealthy ("still starting"), and a slow start makes that the first status seen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = health(container)
+        if state["Status"] == "unhealthy" and reason in state["Log"][-1]["Output"]:
+            return
+        time.sleep(1)
+    logs = container.get_wrapped_container().logs().decode()[-3000:]
+    raise AssertionError(f"health never named {reason!r}: {health(container)}\n{logs}")
+
+
 def client_for(container, key: str = KEY) -> openai.OpenAI:
     url = f"http://{container.get_container_host_ip()}:{container.get_exposed_port(8000)}/v1"
     return openai.OpenAI(base_url=url, api_key=key, max_retries=0, timeout=120)
@@ -204,8 +217,7 @@ def metric(container, sample: str) -> float:
 
 def still_running_unhealthy(container, reason: str) -> None:
     """Unhealthy with the reason in its health log, running (not restarting), one log line."""
-    state = wait_health(container, "unhealthy", timeout=60)
-    assert reason in state["Log"][-1]["Output"], state["Log"][-1]
+    wait_unhealthy_for(container, reason)
     wrapped = container.get_wrapped_container()
     assert (wrapped.attrs["State"]["Status"], wrapped.attrs["RestartCount"]) == ("running", 0)
     logged = [line for line in wrapped.logs().decode().splitlines() if reason in line]
