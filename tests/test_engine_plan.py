@@ -80,16 +80,33 @@ def test_the_plan_puts_decodes_first_then_prompt_chunks_within_the_budget_in_slo
 
 def test_a_step_of_two_sequences_is_one_decode_and_each_gets_its_own_token() -> None:
     parts = Parts(sequences=2, budget=32)
-    a, b = parts.add([3, 4, 5], 3), parts.add([9, 8, 7, 6], 3)
+    a, b = parts.add([3, 4, 5, 2], 3), parts.add([9, 8, 7, 6], 3)
     out = parts.step()
-    assert len(parts.context.batches) == 1 and len(parts.context.batches[0]) == 7
-    assert tokens_of(out, a) == reference([3, 4, 5], 1)
+    assert len(parts.context.batches) == 1 and len(parts.context.batches[0]) == 8
+    assert tokens_of(out, a) == reference([3, 4, 5, 2], 1)
     assert tokens_of(out, b) == reference([9, 8, 7, 6], 1)
     plan = parts.scheduler.schedule()
     assert [(p.start, p.tokens, list(p.logit_rows())) for p in plan.parts] == [
-        (3, (a.tokens[-1],), [0]),
+        (4, (a.tokens[-1],), [0]),
         (4, (b.tokens[-1],), [1]),
     ]
+
+
+def test_parts_of_unequal_sizes_are_one_decode_a_size_and_each_reads_its_own_logits() -> None:
+    # a decode token, a 5-token prompt and a 3-token one: llama.cpp would cut them into
+    # ubatches of 1, 2 and 2 tokens a sequence; apart, each is computed as it would be alone
+    parts = Parts(sequences=3, budget=32)
+    a = parts.add([3, 4], 4)
+    parts.step()  # a's prompt and first token
+    b, c = parts.add([9, 8, 7, 6, 5], 2), parts.add([21, 22, 23], 2)
+    parts.context.batches.clear()
+    out = parts.step()
+    sizes = [sorted({seq for seq, _, _ in batch}) for batch in parts.context.batches]
+    assert sizes == [[a.slot], [b.slot], [c.slot]]
+    assert [len(batch) for batch in parts.context.batches] == [1, 5, 3]
+    assert tokens_of(out, a) == reference([3, 4], 2)[1:]
+    assert tokens_of(out, b) == reference([9, 8, 7, 6, 5], 1)
+    assert tokens_of(out, c) == reference([21, 22, 23], 1)
 
 
 def test_drafts_are_scheduled_apart_from_the_tokens_and_a_wrong_one_is_rolled_back() -> None:

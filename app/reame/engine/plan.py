@@ -58,6 +58,19 @@ class StepPlan:
     def num_tokens(self) -> int:
         return sum(len(p.tokens) for p in self.parts)
 
+    def calls(self) -> list[StepPlan]:
+        """The parts by their number of tokens, one llama_decode each, in slot order within
+        each. llama.cpp cuts a batch of sequences in separate KV streams into ubatches of as
+        many tokens of each: a decode token beside a 64-token prompt chunk takes one of its
+        tokens along and leaves 63 to the narrow path (833 ms together on 2 cores, 484 ms
+        apart), and those queries round otherwise than the chunk computed alone, which is what
+        exact reuse and the verify probe assume (logits 0.48 apart, measured). Apart, each part
+        is computed as it would be alone, in as many graph computes as llama.cpp's cut makes."""
+        by_count: dict[int, list[Part]] = {}
+        for part in self.parts:
+            by_count.setdefault(len(part.tokens), []).append(part)
+        return [StepPlan(tuple(parts)) for parts in by_count.values()]
+
     def batch(self) -> tuple[list[int], list[int], list[int], list[bool]]:
         """The llama batch: tokens, positions, sequence ids, and where logits are wanted."""
         tokens: list[int] = []

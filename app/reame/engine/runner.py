@@ -1,9 +1,12 @@
-"""A StepPlan into one llama batch and one llama_decode; the step's time and size to metrics."""
+"""A StepPlan into llama batches, one llama_decode for the parts of each size; the step's time and
+size to metrics."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from reame import metrics
 from reame.engine.kv_context import KVContext
@@ -42,14 +45,38 @@ class Runner:
                 metrics.SPEC_CHECKPOINT_SECONDS.observe(seconds)
                 if self._controller is not None:
                     self._controller.record_checkpoint(seconds)
-        tokens, positions, seq_ids, wants = plan.batch()
+        calls = plan.calls()
         started = time.perf_counter()
-        self.context.decode(tokens, positions, seq_ids, wants)
+        for call in calls:
+            self.context.decode(*call.batch())
+            if call is not calls[-1]:  # NOTE: the next decode overwrites the logits
+                out.logits = _kept(out.logits, self.context, call, copy=True)
+        if len(calls) > 1:
+            out.logits = _kept(out.logits, self.context, calls[-1], copy=False)
         seconds = time.perf_counter() - started
         metrics.STEP_SECONDS.observe(seconds)
         metrics.STEP_SEQUENCES.observe(len(plan.parts))
         if num_prompt := sum(p.num_prompt_tokens for p in plan.parts):
             metrics.PROMPT_TOKENS_COMPUTED.inc(num_prompt)
         if self._controller is not None:
-            self._controller.record_step(len(tokens), seconds)
+            self._controller.record_step(plan.num_tokens, seconds)
         return out
+
+
+def _kept(earlier: Logits, context: KVContext, call: StepPlan, copy: bool) -> Logits:
+    """The step's logits by its batch index: those of `call` (just decoded, its own batch
+    numbering them from 0), copied if a later decode is to overwrite them; the rest as before."""
+    local: dict[int, int] = {}
+    row = 0
+    for part in call.parts:
+        for index in part.logit_rows():
+            local[index] = row + index - part.first_row
+        row += len(part.tokens)
+    rows = {i: np.array(context.logits(r), copy=True) for i, r in local.items()} if copy else {}
+
+    def logits(index: int) -> np.ndarray:
+        if index in rows:
+            return rows[index]
+        return context.logits(local[index]) if index in local else earlier(index)
+
+    return logits
