@@ -18,6 +18,7 @@ from reame.engine.exact_reuse import (
     WIDE_ENOUGH,
     chunks,
     computed_chunks,
+    cuts_past,
     exact_reuse,
     path_of,
 )
@@ -91,11 +92,16 @@ def test_a_narrow_rest_starts_earlier_to_stay_tiled_else_the_reuse_stops_at_the_
     assert exact_reuse(329, *resident, (300, 330), (330,), 330, BUDGET) == 300
 
 
-def test_a_rest_that_would_start_narrow_before_a_cut_starts_sixty_four_before_it() -> None:
+def test_a_cut_less_than_a_tiled_chunk_past_the_reuse_is_not_taken() -> None:
     # rag: three of four passages shared (490 tokens) with a prompt cut at 39 and 512; computed
-    # from 490, the chunk up to the cut at 512 would be 22 tokens wide, from 448 it is 64
+    # from 490 with its own cut at 512 kept, the chunk up to it would be 22 tokens wide, and
+    # from 448 the 42 shared tokens are computed again: the cut is dropped, all 490 reused
     resident = ([0, 39, 512, 647], [(0, 39), (39, 512), (512, 647)])
-    assert exact_reuse(490, *resident, (39, 512), (512,), 684, BUDGET) == 512 - 64
+    assert exact_reuse(490, *resident, (39, 512), (512,), 684, BUDGET) == 490
+    assert cuts_past((512, 600, 684), 490, 684) == [600, 684]
+    assert cuts_past((512, 684), 448, 684) == [512, 684]
+    assert cuts_past((512,), 500, 530) == []  # the whole prompt is kept as a cut only
+    assert cuts_past((530,), 500, 530) == [530]
 
 
 def test_where_chunks_overlap_the_later_one_computed_the_tokens() -> None:
@@ -129,7 +135,7 @@ QUESTIONS = (
     f"Question 5: {filler_text(seed=12, num_words=70)} Name a fish.",
     f"Quick: {CONTEXT} Name a fish.",
     f"Question 7: {LONG} Name a tree.",  # past the cut at 512 (the stride)
-    # 485 tokens shared, 27 short of the cut: the 64 tokens before it are computed again
+    # 485 tokens shared, 27 short of the cut at the stride: reused all, the cut not taken
     f"Question 7: {' '.join(LONG.split()[:166])} {AFTER} Name a bird.",
     # 48 tokens after the header, narrow: a cold request computes the 64 before the end instead
     # (tiled, cheaper), and so does this one, the 16 it shares past the header computed again
@@ -173,6 +179,7 @@ def test_questions_that_share_first_words_reuse_them_and_answer_as_cold(
     assert cached[QUESTIONS[5]] > header
     stride = runtime.cache.policy.stride
     assert prompt_lengths[QUESTIONS[-2]] > stride + TILED_QUERIES
-    assert cached[QUESTIONS[-2]] == stride - TILED_QUERIES
+    # all 485 shared tokens: its own cut at the stride, 27 past them, is not taken
+    assert stride - TILED_QUERIES < cached[QUESTIONS[-2]] < stride
     widened = prompt_lengths[QUESTIONS[-1]] - TILED_QUERIES
     assert header - TILED_QUERIES < widened == cached[QUESTIONS[-1]] < header - WIDE_ENOUGH // 4

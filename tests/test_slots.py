@@ -1,5 +1,6 @@
 """Slots on a context whose memory cannot be cut back (recurrent layers): every failed removal
-is a recompute, never a sequence that holds what it should not. No model: a fake context."""
+is a recompute, never a sequence that holds what it should not; and on one that can, what a
+resident reuse keeps of the request's snapshot points. No model: a fake context."""
 
 from __future__ import annotations
 
@@ -73,3 +74,38 @@ def test_a_restored_state_that_cannot_be_cut_to_the_prompt_is_dropped() -> None:
     seq = sequence(list(range(64)) + [5, 6], prefix=stored)
     slots.place(seq)
     assert seq.num_computed == seq.num_cached == 0 and context.held[seq.slot] == 0
+
+
+@dataclass
+class CuttableContext(UncuttableContext):
+    """A plain KV cache: cut back to any position."""
+
+    def remove(self, seq_id: int, start: int = 0, end: int = -1) -> bool:
+        self.held[seq_id] = min(self.held.get(seq_id, 0), start)
+        return True
+
+
+def test_a_resident_reused_short_of_a_snapshot_point_drops_that_point() -> None:
+    # rag at 75% overlap: 490 tokens shared with the last prompt, whose chunks ended at the
+    # stride (512) and at its end; stopping at 512 again would make a 22-token narrow chunk
+    context = CuttableContext()
+    slots = Slots(context, keeps_prompts=True)
+    first = sequence(list(range(684)))
+    slots.place(first)
+    held_slot = first.slot
+    context.held[held_slot] = 684
+    first.chunk_ends, first.chunks = [512, 684], [(0, 512), (512, 684)]
+    slots.release(first, keep_prompt=True)
+    params = SamplingParams(temperature=0.0, max_tokens=4)
+    prompt = list(range(490)) + list(range(1000, 1195))
+    second = Sequence(
+        GenerationRequest(prompt, params, cold_cuts=(512, 685)),
+        lambda e: None,
+        Sampler(params, 2000),
+        TextStream(),
+    )
+    second.tokens.extend(prompt)
+    second.snapshots_due = [512, 685]
+    slots.place(second)
+    assert second.slot == held_slot and second.num_cached == 490
+    assert second.snapshots_due == [685]

@@ -63,6 +63,14 @@ def computed_chunks(
     return [(widened_start(a, b, budget), b) for a, b in chunks(start, end, cuts, budget)]
 
 
+def cuts_past(cuts: Sequence[int], reuse: int, num_prompt: int) -> list[int]:
+    """The cuts (snapshot points) a request keeps when it goes on from `reuse` tokens: none
+    less than a tiled chunk past it but the whole prompt. Such a cut would make its first
+    chunk run narrow, or compute reused tokens again, for a snapshot hardly past what it
+    reused (the snapshot policy's own rule, with the reuse as the base)."""
+    return [c for c in cuts if c >= reuse + TILED_QUERIES or c == num_prompt]
+
+
 def _paths(pieces: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int, int]]:
     """(start, end, path) of the pieces' parts inside [lo, hi)."""
     out = []
@@ -103,7 +111,7 @@ def exact_reuse(
     (where a cold request also cuts). `resident_ends`: where its chunks
     ended (and where it went on from); `resident_chunks`: the chunks that computed its prompt,
     as far as known; `cold_cuts`: the prompt's snapshot points on an empty cache; `own_cuts`:
-    this request's (it computes from the reuse to the prompt's end, cut at those past it)."""
+    this request's (it computes from the reuse to the prompt's end, cut at cuts_past it)."""
     common = min(common, num_prompt - 1)
     at_end = max((e for e in resident_ends if e <= common), default=0)
     if common <= at_end:
@@ -114,7 +122,7 @@ def exact_reuse(
     # those are computed again, tiled, as a cold request computes them
     stops = [c - TILED_QUERIES for c in (*own_cuts, num_prompt) if at_end < c - TILED_QUERIES]
     for reuse in sorted({common, *(s for s in stops if s < common)}, reverse=True):
-        own = computed_chunks(reuse, num_prompt, own_cuts, budget)
+        own = computed_chunks(reuse, num_prompt, cuts_past(own_cuts, reuse, num_prompt), budget)
         # NOTE: a widened first chunk computes again the resident's tokens from `first` on
         first = min(reuse, own[0][0])
         if _both_tiled(resident_chunks, cold, at_end, max(at_end, first)) and _both_tiled(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from reame import metrics
 from reame.cache.snapshot_policy import MIN_RESIDENT
-from reame.engine.exact_reuse import exact_reuse
+from reame.engine.exact_reuse import cuts_past, exact_reuse
 from reame.engine.kv_context import KVContext
 from reame.engine.request import SavedState, common_length
 from reame.engine.sequence import Sequence
@@ -84,6 +84,7 @@ class Slots:
             self.context.clear(best_slot)  # NOTE: it cannot be cut there: a cold start
             best = 0
         starts_at(seq, best, held)
+        seq.snapshots_due = cuts_past(seq.snapshots_due, best, seq.num_prompt)
         return True
 
     def reusable(self, seq: Sequence, held: Held, common: int) -> int:
