@@ -40,10 +40,12 @@ class UncuttableContext:
         return True
 
 
-def sequence(prompt: list[int], prefix: SavedState | None = None) -> Sequence:
+def sequence(
+    prompt: list[int], prefix: SavedState | None = None, cold_cuts: tuple[int, ...] = ()
+) -> Sequence:
     params = SamplingParams(temperature=0.0, max_tokens=4)
     seq = Sequence(
-        GenerationRequest(prompt, params, prefix=prefix),
+        GenerationRequest(prompt, params, prefix=prefix, cold_cuts=cold_cuts),
         lambda e: None,
         Sampler(params, 100),
         TextStream(),
@@ -96,15 +98,7 @@ def test_a_resident_reused_short_of_a_snapshot_point_drops_that_point() -> None:
     context.held[held_slot] = 684
     first.chunk_ends, first.chunks = [512, 684], [(0, 512), (512, 684)]
     slots.release(first, keep_prompt=True)
-    params = SamplingParams(temperature=0.0, max_tokens=4)
-    prompt = list(range(490)) + list(range(1000, 1195))
-    second = Sequence(
-        GenerationRequest(prompt, params, cold_cuts=(512, 685)),
-        lambda e: None,
-        Sampler(params, 2000),
-        TextStream(),
-    )
-    second.tokens.extend(prompt)
+    second = sequence(list(range(490)) + list(range(1000, 1195)), cold_cuts=(512, 685))
     second.snapshots_due = [512, 685]
     slots.place(second)
     assert second.slot == held_slot and second.num_cached == 490
