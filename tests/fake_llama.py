@@ -44,6 +44,9 @@ class FakeModel:
     def piece(self, token: int) -> bytes:
         return f"<{token}>".encode()
 
+    def end_of_generation_ids(self) -> list[int]:
+        return [EOS]
+
 
 @dataclass
 class FakeContext:

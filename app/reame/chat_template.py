@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 from jinja2 import TemplateError
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from reame.errors import InvalidRequestError
+from reame.errors import ConfigError, InvalidRequestError
 
 
 def _raise(message: str) -> None:
@@ -50,19 +51,27 @@ class ChatTemplate:
         messages: Sequence[dict[str, Any]],
         add_generation_prompt: bool = True,
         tools: Sequence[dict[str, Any]] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
     ) -> str:
         """The prompt. `tools` (OpenAI {"type": "function", "function": {...}} dicts) reach the
-        template only when there are some: templates test `tools is defined`."""
-        extra = {"tools": list(tools)} if tools else {}
+        template only when there are some: templates test `tools is defined`. `kwargs`: more
+        variables for the template (`enable_thinking`, a request's chat_template_kwargs); they
+        never replace the messages, tools or special tokens."""
+        extra: dict[str, Any] = dict(kwargs or {})
+        extra.update(
+            messages=list(messages),
+            add_generation_prompt=add_generation_prompt,
+            bos_token=self._bos,
+            eos_token=self._eos,
+        )
+        if tools:
+            extra["tools"] = list(tools)
+        else:
+            extra.pop("tools", None)
         try:
-            return self._template.render(
-                messages=list(messages),
-                add_generation_prompt=add_generation_prompt,
-                bos_token=self._bos,
-                eos_token=self._eos,
-                **extra,
-            )
-        except TemplateError as exc:
+            return self._template.render(**extra)
+        except (TemplateError, TypeError, ValueError, AttributeError) as exc:
+            # NOTE: a template is code of someone else's: what it fails on is the request's
             raise InvalidRequestError(f"the chat template rejected the messages: {exc}") from exc
 
 
@@ -74,4 +83,30 @@ def require_template(source: str | None, model_name: str) -> str:
             "instruction-tuned model",
             param="messages",
         )
+    return source
+
+
+_PROBE = (
+    {"role": "system", "content": "You are a probe."},
+    {"role": "user", "content": "Hello?"},
+    {"role": "assistant", "content": "Hello."},
+    {"role": "user", "content": "Still there?"},
+)
+
+
+def template_from_file(path: Path, bos_token: str, eos_token: str) -> str:
+    """A user's chat template file, checked: it is read and renders a probe conversation, or
+    ConfigError says in one line why not."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"chat_template_file {path}: cannot be read ({why})") from exc
+    try:
+        ChatTemplate(source, bos_token, eos_token).render(_PROBE, True)
+    except (TemplateError, InvalidRequestError) as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"chat_template_file {path}: does not render a probe conversation: {why}"
+        ) from exc
     return source

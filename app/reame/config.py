@@ -20,6 +20,7 @@ from pydantic_settings import (
 )
 
 from reame.conclave.answers import RULES, compile_rule
+from reame.thinking.budget import DEFAULT_EFFORT_BUDGETS
 
 ENV_PREFIX = "REAME_"
 
@@ -187,6 +188,28 @@ class Settings(BaseSettings):
     )
     palimpsest_mb: int = Field(256, ge=1, description="disk budget of the archive")
 
+    chat_template_file: Path | None = Field(
+        None,
+        description="a Jinja chat template used in place of the GGUF's own (rendered in the "
+        "same sandbox); its thinking markers and tool-call format are detected on it",
+    )
+    reasoning_format: Literal["separate", "inline"] = Field(
+        "separate",
+        description="separate: a thinking model's thought comes back as reasoning_content; "
+        "inline: left in content between its markers (always separate under a schema or tools)",
+    )
+    reasoning_budget: int | None = Field(
+        None,
+        ge=0,
+        description="most tokens a thought may take when a request does not say (unset: no "
+        "bound); past it Reame closes the thought and the answer follows",
+    )
+    reasoning_effort_budgets: dict[Literal["minimal", "low", "medium", "high"], int] = Field(
+        default_factory=lambda: dict(DEFAULT_EFFORT_BUDGETS),
+        description="thought budgets (tokens) of reasoning_effort's levels; each is clamped to "
+        "leave a quarter of max_tokens to the answer",
+    )
+
     temperature: float = Field(0.8, ge=0.0, le=2.0, description="default sampling temperature")
     top_k: int = Field(40, ge=0, description="default top-k (0: off)")
     top_p: float = Field(0.95, gt=0.0, le=1.0, description="default top-p")
@@ -221,6 +244,7 @@ class Settings(BaseSettings):
         "api_key_file",
         "prefix_cache_dir",
         "palimpsest_dir",
+        "chat_template_file",
     )
     @classmethod
     def _expand_user(cls, path: Path | None) -> Path | None:

@@ -39,9 +39,13 @@ class TextStream:
         self.text = ""
 
     def push(self, piece: bytes) -> Delta:
+        return self.push_text(self._decoder.decode(piece))
+
+    def push_text(self, text: str) -> Delta:
+        """Text already decoded (an answer's first words, told apart from its thought)."""
         if self._is_stopped:
             return Delta("", True)
-        self._pending += self._decoder.decode(piece)
+        self._pending += text
         if self._stops:
             cut = min(
                 (i for i in (self._pending.find(s) for s in self._stops) if i >= 0), default=-1

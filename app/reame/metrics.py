@@ -117,6 +117,12 @@ PREFIX_LOAD_BYTES = Counter(
     ["tier"],
     registry=REGISTRY,
 )
+HISTORY_AHEAD_TOKENS = Counter(
+    "reame_history_ahead_tokens",
+    "Tokens of a conversation's history computed ahead in idle time, where the template "
+    "dropped a thought from it",
+    registry=REGISTRY,
+)
 WARM_AHEAD_TOKENS = Counter(
     "reame_warm_ahead_tokens",
     "Tokens of a conversation's next turn computed ahead, on steps nothing else needed",

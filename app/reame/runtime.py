@@ -18,6 +18,7 @@ from reame.cache.prefix_cache import CacheConfig, PrefixCache
 from reame.cache.prefix_reuse import PrefixReuse
 from reame.cache.preload import Preload
 from reame.cache.shared_store import SharedStore
+from reame.chat_template import template_from_file
 from reame.config import Settings
 from reame.engine.engine import Engine
 from reame.engine.request import FinishEvent, GenerationRequest
@@ -174,6 +175,18 @@ def controller_store(
     return ControllerStore(settings.state_dir / "speculation", parts)
 
 
+def template_in_force(settings: Settings, model: Model) -> str | None:
+    """The chat template requests render through: the user's file (checked), else the
+    GGUF's."""
+    if settings.chat_template_file is None:
+        return model.chat_template
+    return template_from_file(
+        settings.chat_template_file,
+        model.token_text(model.bos_id),
+        model.token_text(model.eos_id),
+    )
+
+
 class Runtime:
     """Owns the model, the context and the engine thread; close() releases them in order."""
 
@@ -183,6 +196,7 @@ class Runtime:
         self.model_path = model_file(settings)
         self.model = Model(self.model_path)
         try:
+            self.template_source = template_in_force(settings, self.model)
             self.facts, self.tuned = size(settings, self.model)
             shape = ContextShape(
                 self.tuned.num_cells,
@@ -243,6 +257,7 @@ class Runtime:
                 self.model.vocab_handle, self.model.vocab_size, self.model.end_of_generation_ids()
             ),
             warm_ahead=settings.warm_ahead,
+            template_source=self.template_source,
         )
         self._warm_up()
         if self.preload is not None:
@@ -260,7 +275,7 @@ class Runtime:
     def _warm_up(self) -> None:
         """Pay the one-time costs before the first user does: the chat template compiles and
         the first llama_decode sizes its buffers."""
-        if self.model.chat_template is not None:
+        if self.template_source is not None:
             self.service.chat_prompt([{"role": "user", "content": "hello"}])
         done = threading.Event()
         params = self.service.sampling(temperature=0.0, max_tokens=1)

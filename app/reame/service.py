@@ -26,16 +26,21 @@ from reame.engine.request import (
     Event,
     FinishEvent,
     GenerationRequest,
+    ThoughtSpec,
     common_length,
 )
-from reame.errors import InvalidRequestError
+from reame.errors import InvalidRequestError, ReameError
 from reame.grammar import Grammar, Grammars, GrammarSpec
 from reame.llama import Model
 from reame.loop_inbox import ChoiceEvent, LoopInbox
 from reame.sampling import SamplingParams
 from reame.segment_tokenizer import SegmentTokenizer, marker_candidates
+from reame.thinking.framing import PromptEnd
+from reame.thinking.syntax import ThinkingSyntax, analyse
 
 log = structlog.get_logger("reame.service")
+# NOTE: probe texts that no conversation holds: where an answer and the next message go
+_ANSWER, _NEXT = "reameHistoryAnswer", "reameHistoryNext"
 
 
 @dataclass(slots=True, frozen=True)
@@ -50,6 +55,10 @@ class Job:
     grammar: Grammar | None = None  # what its output must match
     # what follows its answer in the next turn's prompt (GenerationRequest.warm_ahead)
     warm_ahead: tuple[int, ...] = ()
+    thought: ThoughtSpec | None = None  # its answer may think first
+    # prompt lengths every request of this conversation cuts its chunks at, cold or warm: where
+    # an answer starts, so the history computed ahead from there is computed as cold (history_ahead)
+    cuts: tuple[int, ...] = ()
 
 
 def build_sampling(defaults: Mapping[str, Any], **options: Any) -> SamplingParams:
@@ -73,8 +82,12 @@ class Service:
         stream_interval: float = 0.0,
         grammars: Grammars | None = None,
         warm_ahead: bool = True,
+        template_source: str | None = None,
     ) -> None:
+        """`template_source`: the chat template in force (a user's file), else the GGUF's."""
         self.model, self.engine, self.reuse = model, engine, reuse
+        self.template_source = template_source or model.chat_template
+        self._thinking: tuple[ThinkingSyntax | None] | None = None
         self.cache = reuse.cache  # None: the prefix cache is off
         self.sessions = reuse.sessions
         self.grammars = grammars
@@ -86,6 +99,10 @@ class Service:
         self._inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopInbox] = (
             weakref.WeakKeyDictionary()
         )
+
+    @property
+    def warms_ahead(self) -> bool:
+        return self._warm_ahead
 
     def sampling(self, **options: Any) -> SamplingParams:
         return build_sampling(self._defaults, **options)
@@ -100,15 +117,61 @@ class Service:
         return grammar
 
     def chat_prompt(
-        self, messages: Sequence[Mapping[str, Any]], tools: list[dict] | None = None
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: list[dict] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
     ) -> list[int]:
-        return self._render(messages, add_generation_prompt=True, tools=tools)
+        return self._render(messages, add_generation_prompt=True, tools=tools, kwargs=kwargs)
+
+    def chat_text(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: list[dict] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The rendered prompt as text (its thinking framing is decided on it)."""
+        template, _ = self._chat_tools()
+        return template.render(messages, True, tools, kwargs)
+
+    def tokenize_chat(self, text: str) -> list[int]:
+        _, tokenize = self._chat_tools()
+        return self._one_bos(tokenize(text))
+
+    @property
+    def thinking(self) -> ThinkingSyntax | None:
+        """How the template in force writes a thought (probed once); None: its model does not
+        think, or there is no template."""
+        if self._thinking is None:
+            found = None
+            if self.template_source:
+                template, _ = self._chat_tools()
+                found = analyse(template)
+            self._thinking = (found,)
+        return self._thinking[0]
+
+    def thought_spec(self, end: PromptEnd, budget: int | None) -> ThoughtSpec | None:
+        """What the engine needs to tell a thought apart, close it and bound it, for a prompt
+        that ends `end`; None when no thought can come (a closed one, or no thinking)."""
+        syntax = self.thinking
+        if syntax is None or end is PromptEnd.CLOSED:
+            return None
+        markers = []
+        for text in (syntax.open, syntax.close):
+            ids = self.model.tokenize(text, add_special=False)
+            if len(ids) == 1:
+                markers.append((ids[0], text))
+        close = tuple(self.model.tokenize(syntax.close_run, add_special=False))
+        return ThoughtSpec(
+            syntax.open, syntax.close, close, end is PromptEnd.OPEN, budget, tuple(markers)
+        )
 
     def chat_marks(
         self,
         messages: Sequence[Mapping[str, Any]],
         prompt: list[int],
         tools: list[dict] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
     ) -> tuple[int, ...]:
         """Prompt lengths where a conversation's shared parts end: after the first message (a
         system prompt) and after the last earlier one, each taken up to the next message's
@@ -120,7 +183,7 @@ class Service:
         for count in sorted({1, len(messages) - 1}):
             upto = (*messages[:count], {"role": messages[count].get("role", "user"), "content": ""})
             # NOTE: the heads' long pieces (a system prompt) come from the tokenizer's memory
-            head = self._render(upto, add_generation_prompt=False, tools=tools)
+            head = self._render(upto, add_generation_prompt=False, tools=tools, kwargs=kwargs)
             marks.append(common_length(head, prompt))
         return tuple(m for m in marks if m > 0)
 
@@ -150,9 +213,14 @@ class Service:
         messages: Sequence[Mapping[str, Any]],
         add_generation_prompt: bool,
         tools: list[dict] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
     ) -> list[int]:
         template, tokenize = self._chat_tools()
-        tokens = tokenize(template.render(messages, add_generation_prompt, tools))
+        return self._one_bos(
+            tokenize(template.render(messages, add_generation_prompt, tools, kwargs))
+        )
+
+    def _one_bos(self, tokens: list[int]) -> list[int]:
         # a template that writes the BOS itself must not get a second one from the tokenizer
         if len(tokens) > 1 and tokens[0] == tokens[1] == self.model.bos_id:
             tokens = tokens[1:]
@@ -160,7 +228,7 @@ class Service:
 
     def _chat_tools(self) -> tuple[ChatTemplate, SegmentTokenizer]:
         if self._chat is None:
-            source = require_template(self.model.chat_template, self.model.name)
+            source = require_template(self.template_source, self.model.name)
             template = ChatTemplate(
                 source,
                 self.model.token_text(self.model.bos_id),
@@ -174,7 +242,9 @@ class Service:
     def request(self, job: Job, take_snapshots: bool = True) -> GenerationRequest:
         """The engine request of a job, with what it reuses and keeps (PrefixReuse.plan). May
         read the disk: call it off the event loop."""
-        reuse = self.reuse.plan(job.prompt, job.scope, job.session, job.marks, take_snapshots)
+        reuse = self.reuse.plan(
+            job.prompt, job.scope, job.session, job.marks, take_snapshots, job.cuts
+        )
         warm = job.warm_ahead if reuse.keep_state else ()
         return GenerationRequest(
             job.prompt,
@@ -189,11 +259,86 @@ class Service:
             warm_ahead=warm,
             session=f"{job.session.owner}/{job.session.session_id}" if job.session else "",
             keep_later=partial(self.reuse.kept_later, job.scope, job.session) if warm else None,
+            thought=job.thought,
         )
 
     def finished(self, event: FinishEvent, job: Job | None = None) -> None:
         """Book what reuse saved; keep the final state for later turns (and restarts)."""
         self.reuse.finished(event, job.scope if job else "", job.session if job else None)
+
+    def answer_starts(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        prompt: list[int],
+        tools: list[dict] | None,
+        kwargs: Mapping[str, Any] | None,
+    ) -> tuple[int, ...]:
+        """Where this turn's answer starts in its prompt as the next turn's history renders it
+        (before a thought the template will drop), and where the previous answer started:
+        the cuts of a conversation whose history is computed ahead (history_ahead)."""
+        probe = [
+            *messages,
+            {"role": "assistant", "content": _ANSWER},
+            {"role": "user", "content": _NEXT},
+        ]
+        starts = [common_length(prompt, self._render(probe, False, tools, kwargs))]
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=0)
+        if last > 0:
+            before = self._render(messages[:last], True, tools, kwargs)
+            starts.append(common_length(before, prompt))
+        return tuple(sorted(p for p in set(starts) if 0 < p < len(prompt)))
+
+    def history_ahead(
+        self,
+        job: Job,
+        messages: Sequence[Mapping[str, Any]],
+        answer: str,
+        tools: list[dict] | None,
+        kwargs: Mapping[str, Any] | None,
+    ) -> bool:
+        """Compute, in idle time, what the next turn's prompt will hold of this turn: the
+        answer as the template renders it in the history (its thought dropped), its end of
+        turn and the next user header, from the state kept where the answer started; the state
+        after it is kept for the next turn. False when there is nothing to compute. May read
+        the disk: call it off the event loop."""
+        turn = [
+            *messages,
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": _NEXT},
+        ]
+        template, _ = self._chat_tools()
+        text = template.render(turn, False, tools, kwargs)
+        at = text.find(_NEXT)
+        if at <= 0 or self.cache is None:
+            return False
+        history = self.tokenize_chat(text[:at])
+        start = max((c for c in job.cuts if c <= len(history)), default=0)
+        if start == 0 or common_length(history, job.prompt) < start or len(history) <= start:
+            return False
+        marks = tuple(m for m in job.marks if m < start) + (len(history),)
+        params = self.sampling(temperature=0.0, max_tokens=1)
+        reuse = self.reuse.plan(history, job.scope, job.session, marks, False, job.cuts)
+        keep = partial(self.reuse.kept_later, job.scope, job.session)
+        request = GenerationRequest(
+            history,
+            params,
+            prefix=reuse.prefix,
+            keep_state=True,
+            cold_cuts=reuse.cold_cuts,
+            scope=job.scope,
+            background=True,
+        )
+
+        def sink(event: Event) -> None:  # NOTE: on the engine thread
+            if isinstance(event, FinishEvent) and event.state is not None:
+                metrics.HISTORY_AHEAD_TOKENS.inc(event.num_prompt_tokens - event.num_cached_tokens)
+                keep(event.state)
+
+        try:
+            self.engine.submit(request, sink)
+        except ReameError:  # NOTE: no place for idle-time work: the next turn computes it
+            return False
+        return True
 
     def text_prompt(self, text: str) -> list[int]:
         return self.model.tokenize(text)

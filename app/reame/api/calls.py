@@ -13,6 +13,7 @@ from uuid import uuid4
 
 from reame import metrics
 from reame.api import openai_format as fmt
+from reame.api.chat_turn import ChatTurn, chat_turn, template_messages
 from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.api.served import Served
@@ -21,7 +22,7 @@ from reame.api.structured import is_json, requested_grammar
 from reame.api.tool_use import ToolUse, delta_of
 from reame.cache.prefix_reuse import SessionKey
 from reame.conclave.convene import Verdict, convene, open_conclave
-from reame.engine.request import Finish, FinishEvent, TokenEvent
+from reame.engine.request import Finish, FinishEvent, ThoughtSpec, TokenEvent
 from reame.errors import InvalidRequestError
 from reame.grammar import Grammar
 from reame.loop_inbox import ChoiceEvent
@@ -29,6 +30,7 @@ from reame.service import Job
 from reame.tools.stream import ToolStream
 
 FAILED = (Finish.ERROR, Finish.ABORT, Finish.BUSY)  # an answer that is not whole
+_BACKGROUND: set[asyncio.Task] = set()  # NOTE: the loop holds tasks weakly
 
 
 class Call:
@@ -77,12 +79,18 @@ class Call:
         self._stream: AsyncGenerator[list[ChoiceEvent]] | None = None
         self.tool_use: ToolUse | None = None  # set by start() for a chat with tools
         self.tool_streams: dict[int, ToolStream] = {}  # a streamed choice's reader of calls
+        self.thought: ThoughtSpec | None = None  # set by start() for a chat that may think
+        # the turn, its messages and tools, where its history is computed ahead once answered
+        self._history: tuple[ChatTurn, list[dict], list[dict] | None] | None = None
 
     async def start(self) -> None:
         """Build the jobs off the loop (a template rendered over a large body, its tokens, the
         prefix lookup) and submit them; the engine's checks and its room refuse them there."""
         self.jobs = await asyncio.to_thread(self._make_jobs)
-        self.choices = [fmt.Choice(i) for i in range(len(self.jobs))]
+        thinks = self.thought is not None
+        self.choices = [
+            fmt.Choice(i, thought=[] if thinks else None) for i in range(len(self.jobs))
+        ]
         service = self.served.service
         if self.best_of > 1:
             self._stream = open_conclave(service, self.jobs[0], self.best_of)
@@ -108,16 +116,26 @@ class Call:
             if self.grammar_spec is not None:
                 grammar = service.grammar(self.grammar_spec)
             if isinstance(body, ChatRequest):
-                messages = [m.as_template_input() for m in body.messages]
+                messages = template_messages(body, service)
                 tools = None
-                self.tool_use = ToolUse.of(body, messages, service.model)
+                self.tool_use = ToolUse.of(body, messages, service.model, service.template_source)
                 if self.tool_use is not None:
                     messages, tools = self.tool_use.prompt(messages)
                     grammar = self._tool_grammar(grammar)
-                prompts = [service.chat_prompt(messages, tools)]
-                marks = service.chat_marks(messages, prompts[0], tools)
-                # NOTE: not after tool calls: the next prompt writes them otherwise than the model
-                closing = service.chat_closing() if self.tool_use is None else ()
+                turn = chat_turn(
+                    service,
+                    body,
+                    messages,
+                    tools,
+                    params.max_tokens,
+                    grammar is not None,
+                    self.served.thinking,
+                    warms_ahead=self.tool_use is None,
+                )
+                prompts, marks, closing = [turn.prompt], turn.marks, turn.closing
+                self.thought = turn.thought
+                if turn.computes_history_ahead:
+                    self._history = (turn, messages, tools)
             else:
                 prompts = [
                     p if isinstance(p, list) else service.text_prompt(p) for p in body.prompts()
@@ -139,6 +157,8 @@ class Call:
                         scope=self.owner if self.served.is_scoped_per_key else "",
                         grammar=grammar,
                         warm_ahead=closing if first else (),
+                        thought=self.thought,
+                        cuts=self._history[0].cuts if first and self._history else (),
                     )
                 )
         return jobs
@@ -192,9 +212,11 @@ class Call:
                 for item in batch:
                     choice, event = self.choices[item.index], item.event
                     if self.tool_use is not None and isinstance(event, TokenEvent):
-                        choice.parts.append(self.tool_use.text_of(event.token, event.text))
+                        choice.parts.append(self._answer_text(event))
                     else:
                         choice.parts.append(event.text)
+                    if choice.thought is not None:
+                        choice.thought.append(event.reasoning)
                     if isinstance(event, TokenEvent):
                         if self.with_logprobs:
                             choice.logprobs.append(event)
@@ -233,6 +255,9 @@ class Call:
         choice.parts = winner.parts
         choice.logprobs = winner.tokens if self.with_logprobs else []
         choice.finish = verdict.failed or winner.finish
+        if choice.thought is not None:
+            choice.thought = [t.reasoning for t in winner.tokens]
+            choice.thought.append(winner.finish.reasoning if winner.finish else "")
         if winner.finish is not None and verdict.failed is None:
             metrics.TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - self.started)
             metrics.GENERATED_TOKENS.inc(verdict.num_completion_tokens)
@@ -257,12 +282,16 @@ class Call:
             self.with_logprobs,
             self._totals(),
             self.is_chat,
+            self._inline,
         )
         if self.verdict is not None:
             body["conclave"] = self.verdict.summary()
+        self._compute_history_ahead()
         if self.tool_use is not None:
             for entry, choice in zip(body["choices"], self.choices, strict=True):  # type: ignore[arg-type]
                 entry["message"], called = self.tool_use.message(choice.text)
+                if choice.reasoning is not None:
+                    entry["message"]["reasoning_content"] = choice.reasoning
                 if called and entry["finish_reason"] != "length":
                     entry["finish_reason"] = "tool_calls"
         return body
@@ -287,6 +316,7 @@ class Call:
             async for batch in self._events():
                 if frames := "".join(self._batch_frames(batch)):
                     yield frames
+        self._compute_history_ahead()
         if self.body.include_usage:
             obj = "chat.completion.chunk" if self.is_chat else "text_completion"
             yield frame(fmt.usage_chunk(self.rid, self.created, model, obj, self._totals()))
@@ -306,22 +336,28 @@ class Call:
             if event.reason in FAILED:
                 yield frame(self.served.failure(event).body())
             elif choice.index in self.tool_streams:
+                if event.reasoning:
+                    yield frame(self._delta(choice.index, "", None, [], event.reasoning))
                 yield from self._tool_finish(choice.index, event)
             else:
-                yield frame(self._delta(choice.index, event.text, fmt.finish_reason(event), []))
+                finish = fmt.finish_reason(event)
+                yield frame(self._delta(choice.index, event.text, finish, [], event.reasoning))
         for index, events in tokens.items():
             yield from self._token_frames(index, events)
 
     def _token_frames(self, index: int, events: list[TokenEvent]) -> Iterator[str]:
         tool_use = self.tool_use
+        reasoning = "".join(e.reasoning for e in events)
         if tool_use is not None and tool_use.is_on:
+            if reasoning:
+                yield frame(self._delta(index, "", None, [], reasoning))
             stream = self.tool_streams.setdefault(index, tool_use.stream())
-            text = "".join(tool_use.text_of(e.token, e.text) for e in events)
+            text = "".join(self._answer_text(e) for e in events)
             yield from self._tool_frames(index, stream.feed(text))
             return
         text = "".join(e.text for e in events)
-        if text or (self.with_logprobs and events):
-            yield frame(self._delta(index, text, None, events))
+        if text or reasoning or (self.with_logprobs and events):
+            yield frame(self._delta(index, text, None, events, reasoning))
 
     def _tool_frames(self, index: int, pieces: list) -> Iterator[str]:
         for piece in pieces:
@@ -338,10 +374,57 @@ class Call:
             finish = "tool_calls"
         yield frame(self._delta(index, "", finish, []))
 
-    def _delta(self, index: int, text: str, finish: str | None, events: list[TokenEvent]) -> dict:
+    def _compute_history_ahead(self) -> None:
+        """A whole answer of one choice, whose template drops its thought from the history:
+        that history is computed in idle time (Service.history_ahead), off the event loop."""
+        if self._history is None or self.best_of > 1 or len(self.choices) != 1:
+            return
+        choice = self.choices[0]
+        if self.tool_use is not None or choice.finish is None or not choice.finish.reason.is_whole:
+            return
+        turn, messages, tools = self._history
+        service = self.served.service
+        work = asyncio.to_thread(
+            service.history_ahead, self.jobs[0], messages, choice.text, tools, turn.kwargs
+        )
+        task = asyncio.get_running_loop().create_task(work)
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
+
+    def _answer_text(self, event: TokenEvent) -> str:
+        """A token's answer text as the tool reader needs it (a marker that is a control token
+        written out); nothing of a thought."""
+        assert self.tool_use is not None
+        return event.text if event.in_thought else self.tool_use.text_of(event.token, event.text)
+
+    @property
+    def _inline(self) -> tuple[str, str] | None:
+        """The thought's markers where it stays in content: reasoning_format "inline", and no
+        schema, grammar or tools (their answers are read apart from the thought)."""
+        thought = self.thought
+        if thought is None or not self.served.reasoning_inline:
+            return None
+        if self.grammar_spec is not None or self.tool_use is not None:
+            return None
+        return thought.open, thought.close
+
+    def _delta(
+        self,
+        index: int,
+        text: str,
+        finish: str | None,
+        events: list[TokenEvent],
+        reasoning: str = "",
+    ) -> dict:
         model = self.served.model_id
         if self.is_chat:
             lp = fmt.chat_logprobs(events, self._piece) if self.with_logprobs and events else None
+            if self.thought is not None:
+                choice = self.choices[index]
+                delta = fmt.thought_delta(choice, reasoning, text, self._inline)
+                if not delta and not finish:
+                    delta = {"content": ""}
+                return fmt.chat_chunk(self.rid, self.created, model, index, delta, finish, lp)
             delta = {"content": text} if text or not finish else {}
             return fmt.chat_chunk(self.rid, self.created, model, index, delta, finish, lp)
         lp = fmt.completion_logprobs(events, self._piece) if self.with_logprobs and events else None

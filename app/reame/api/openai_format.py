@@ -18,10 +18,16 @@ class Choice:
     parts: list[str] = field(default_factory=list)
     logprobs: list[TokenEvent] = field(default_factory=list)
     finish: FinishEvent | None = None
+    thought: list[str] | None = None  # the thought's text, for an answer that may think
+    said: str = ""  # streamed in inline reasoning: "" nothing, "thought" or "answer" begun
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    @property
+    def reasoning(self) -> str | None:
+        return "".join(self.thought) if self.thought is not None else None
 
 
 def usage(
@@ -29,16 +35,18 @@ def usage(
 ) -> dict[str, object]:
     """`finishes`: the answers whose draft tokens are counted (OpenAI's prediction tokens:
     Reame's drafts are predictions it makes itself)."""
-    accepted = rejected = 0
+    accepted = rejected = reasoning = 0
     for f in finishes:
         accepted += f.num_accepted_drafts
         rejected += f.num_rejected_drafts
+        reasoning += f.num_reasoning_tokens
     return {
         "prompt_tokens": num_prompt,
         "completion_tokens": num_completion,
         "total_tokens": num_prompt + num_completion,
         "prompt_tokens_details": {"cached_tokens": num_cached},
         "completion_tokens_details": {
+            "reasoning_tokens": reasoning,
             "accepted_prediction_tokens": accepted,
             "rejected_prediction_tokens": rejected,
         },
@@ -94,14 +102,14 @@ def response(
     with_logprobs: bool,
     totals: dict[str, object],
     is_chat: bool,
+    inline: tuple[str, str] | None = None,
 ) -> dict[str, object]:
-    """A whole (non-streamed) chat.completion or text_completion."""
+    """A whole (non-streamed) chat.completion or text_completion. `inline`: the thought's
+    markers, where it stays in content (reasoning_format "inline")."""
     logprobs_of = chat_logprobs if is_chat else completion_logprobs
     body = []
     for c in choices:
-        answer = (
-            {"message": {"role": "assistant", "content": c.text}} if is_chat else {"text": c.text}
-        )
+        answer = {"message": chat_message(c, inline)} if is_chat else {"text": c.text}
         body.append(
             {
                 "index": c.index,
@@ -112,6 +120,37 @@ def response(
         )
     obj = "chat.completion" if is_chat else "text_completion"
     return {**_envelope(rid, created, model, obj, body), "usage": totals}
+
+
+def chat_message(choice: Choice, inline: tuple[str, str] | None) -> dict[str, object]:
+    """The assistant message: its thought apart (`reasoning_content`, as llama-server and
+    DeepSeek's API give it), or inline between its markers."""
+    reasoning = choice.reasoning
+    if not reasoning:  # NOTE: no thought (the model did not open one): as llama-server, no key
+        return {"role": "assistant", "content": choice.text}
+    if inline is not None:
+        return {"role": "assistant", "content": f"{inline[0]}{reasoning}{inline[1]}{choice.text}"}
+    return {"role": "assistant", "content": choice.text, "reasoning_content": reasoning}
+
+
+def thought_delta(
+    choice: Choice, reasoning: str, text: str, inline: tuple[str, str] | None
+) -> dict:
+    """A streamed delta's thought and answer: `reasoning_content` then `content`, or inline
+    with the markers written where the thought begins and ends."""
+    if inline is None:
+        delta: dict[str, object] = {"reasoning_content": reasoning} if reasoning else {}
+        if text:
+            delta["content"] = text
+        return delta
+    out = ""
+    if reasoning:
+        out += (inline[0] if not choice.said else "") + reasoning
+        choice.said = choice.said or "thought"
+    if text:
+        out += (inline[1] if choice.said == "thought" else "") + text
+        choice.said = "answer"
+    return {"content": out} if out else {}
 
 
 def chat_chunk(

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+)
 
 # NOTE: caps on what one request can make the engine thread do for every token it writes
 StopString = Annotated[str, Field(min_length=1, max_length=256)]
@@ -25,6 +34,10 @@ STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 # a function's or a schema's name, as OpenAI allows it
 Name = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
 GrammarText = Annotated[str, Field(min_length=1, max_length=64 * 1024)]
+# what a template variable may be set to by a request: no objects, no lists
+PlainValue = (
+    StrictBool | StrictInt | StrictFloat | Annotated[StrictStr, Field(max_length=4096)] | None
+)
 
 
 class ToolCallFunction(BaseModel):
@@ -117,6 +130,7 @@ class ChatMessage(BaseModel):
     tool_call_id: str | None = Field(None, min_length=1, max_length=128)
     # NOTE: what the SDK sends back when an agent appends the assistant message it got
     refusal: str | None = None
+    reasoning_content: str | None = None  # an assistant's thought, sent back
 
     def as_template_input(self) -> dict[str, Any]:
         content = self.content
@@ -131,6 +145,8 @@ class ChatMessage(BaseModel):
             out["tool_call_id"] = self.tool_call_id
         if self.name is not None:
             out["name"] = self.name
+        if self.reasoning_content is not None and self.role == "assistant":
+            out["reasoning_content"] = self.reasoning_content
         return out
 
 
@@ -205,6 +221,13 @@ class ChatRequest(_Common):
     tools: Annotated[list[Tool], Field(max_length=128)] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
+    # thinking models (docs/models.md): how long to think, and the template's own variables
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    reasoning_budget: int | None = Field(None, ge=0)
+    chat_template_kwargs: (
+        Annotated[dict[Annotated[str, Field(max_length=64)], PlainValue], Field(max_length=32)]
+        | None
+    ) = None
 
     def sampling_options(self) -> dict[str, object]:
         return {

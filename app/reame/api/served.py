@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from reame.api.chat_turn import ThinkingDefaults
 from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.conclave.answers import RULES
@@ -33,6 +34,8 @@ class Served:
         default_factory=lambda: {r: r for r in RULES}
     )
     is_scoped_per_key: bool = False  # tenancy "per_key": prefixes are reused within a key
+    thinking: ThinkingDefaults = field(default_factory=ThinkingDefaults)
+    reasoning_inline: bool = False  # reasoning_format "inline": thoughts stay in content
 
     def failure(self, finish: FinishEvent) -> ApiError:
         """The HTTP error of an answer that did not come whole."""

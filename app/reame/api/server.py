@@ -29,6 +29,7 @@ from reame import metrics
 from reame.api import openapi
 from reame.api.auth import is_authorized, key_owner, load_api_keys
 from reame.api.calls import Call
+from reame.api.chat_turn import ThinkingDefaults
 from reame.api.errors import ApiError, from_validation_error
 from reame.api.heartbeat import with_heartbeats
 from reame.api.request_checks import check_text, is_text
@@ -100,6 +101,8 @@ def create_app(
         settings.vote_on,
         settings.named_vote_rules,
         settings.tenancy == "per_key",
+        ThinkingDefaults(settings.reasoning_budget, settings.reasoning_effort_budgets),
+        settings.reasoning_format == "inline",
     )
     started = int(time.time())
     state = app.ctx.state = ServerState()

@@ -37,9 +37,11 @@ class ToolUse:
     special: dict[str, int] = field(default_factory=dict)  # marker -> its token id
 
     @staticmethod
-    def of(body: ChatRequest, messages: list[dict[str, Any]], model: Model) -> ToolUse | None:
+    def of(
+        body: ChatRequest, messages: list[dict[str, Any]], model: Model, template: str | None
+    ) -> ToolUse | None:
         """None for a chat without tools (a tool conversation is still checked: every result
-        answers a call)."""
+        answers a call). `template`: the chat template in force, whose family it speaks."""
         tools = [t.model_dump(exclude_none=True) for t in body.tools or []]
         choice = body.tool_choice
         choice = (
@@ -51,7 +53,7 @@ class ToolUse:
             return None
         if body.best_of is not None and body.best_of > 1:
             raise InvalidRequestError("best_of does not take tools", "best_of")
-        family = tool_family(model.chat_template)
+        family = tool_family(template)
         return ToolUse(family, tools, choice, body.parallel_tool_calls, _special_ids(model, family))
 
     @property
@@ -77,7 +79,7 @@ class ToolUse:
 
     def message(self, text: str) -> tuple[dict[str, Any], bool]:
         """The assistant message of a whole answer, and whether it calls tools."""
-        answer = parse_tool_output(text, self.family) if self.is_on else None
+        answer = parse_tool_output(text, self.family, self.tools) if self.is_on else None
         if answer is None or not answer.calls:
             content = answer.content if answer is not None else text
             return {"role": "assistant", "content": content or ""}, False
@@ -88,7 +90,7 @@ class ToolUse:
         return {"role": "assistant", "content": answer.content, "tool_calls": calls}, True
 
     def stream(self) -> ToolStream:
-        return ToolStream(self.family)
+        return ToolStream(self.family, self.tools)
 
 
 def delta_of(piece: Delta) -> dict[str, Any]:

@@ -115,6 +115,7 @@ class PrefixReuse:
         session: SessionKey | None,
         marks: tuple[int, ...],
         take_snapshots: bool,
+        must: tuple[int, ...] = (),
     ) -> Reuse:
         """What a request starts from and keeps: the longest match; snapshots at the policy's
         points past it (but not of a prefix already stored); its final state, for a session
@@ -128,10 +129,10 @@ class PrefixReuse:
             # NOTE: a request restores at most its prompt but the last token (whose logits it
             # needs); a recurrent state cannot be cut back to that, so it is saved there
             end = len(tokens) if self._can_cut else len(tokens) - 1
-            cold = cache.policy.points(end, list(marks))
+            cold = cache.policy.points(end, list(marks), must=must)
         if cache is not None and take_snapshots:
             base = found.length if found is not None else 0
-            wanted = cache.policy.points(end, list(marks), base)
+            wanted = cache.policy.points(end, list(marks), base, must)
             points = tuple(p for p in wanted if not cache.holds(tokens, p, scope))
         keeps_final = session is not None or (cache is not None and take_snapshots)
         min_new = 0 if session is not None else MIN_NEW_FOR_FINAL

@@ -22,7 +22,9 @@ class SnapshotPolicy:
     max_snapshots: int = 4  # a prompt's snapshots at most
     stride: int = 512  # long prompts also get a snapshot every `stride` tokens
 
-    def points(self, num_tokens: int, marks: list[int], base: int = 0) -> tuple[int, ...]:
+    def points(
+        self, num_tokens: int, marks: list[int], base: int = 0, must: tuple[int, ...] = ()
+    ) -> tuple[int, ...]:
         """Where a prompt's state is worth keeping, best first: the end of its first message (a
         system prompt), the end of its last earlier turn, the whole prompt, each at least a
         block past `base` (the prefix the request restores); then every `stride` tokens from the
@@ -36,7 +38,10 @@ class SnapshotPolicy:
             spaced = all(abs(p - q) >= BLOCK_TOKENS for q in chosen)
             if p >= self.min_tokens and spaced and len(chosen) < self.max_snapshots:
                 chosen.append(p)
-        return tuple(sorted(chosen))
+        # NOTE: `must` points are cuts whatever their spacing: where a later request starts
+        # from a state a cold one must also cut (an answer's start, for its history ahead)
+        chosen += [p for p in must if base < p < num_tokens]
+        return tuple(sorted(set(chosen)))
 
     @staticmethod
     def keeps_final(num_tokens: int, num_restored: int) -> bool:

@@ -44,6 +44,9 @@ def add_settings_flags(
             help="speculative decoding (default: auto)",
         )
     g.add_argument("--draft-model", help="a small model of the same vocabulary to draft from")
+    g.add_argument(
+        "--chat-template-file", type=Path, help="a Jinja chat template in place of the GGUF's"
+    )
     g.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     g.add_argument("--log-format", choices=["auto", "console", "json"])
 
@@ -59,7 +62,14 @@ def settings_from_args(
     model = getattr(args, "model", None)
     if model:
         flags["model"] = model
-    for key in ("models_dir", "hub_endpoint", "draft_model", "log_level", "log_format"):
+    for key in (
+        "models_dir",
+        "hub_endpoint",
+        "draft_model",
+        "chat_template_file",
+        "log_level",
+        "log_format",
+    ):
         flags[key] = getattr(args, key, None)
     flags["spec"] = getattr(args, "spec_mode", None)
     flags.update(extra)

@@ -38,6 +38,8 @@ def show_settings(args: argparse.Namespace) -> int:
         print(f"# model: {facts.name} ({facts.architecture}) at {path}")
     except ReameError as exc:
         print(f"# model: not resolved ({exc})")
+    template = settings.chat_template_file
+    print(f"# chat template: {template or 'the model' + chr(39) + 's own (GGUF metadata)'}")
     width = max(len(k) for k in type(settings).model_fields)
     for key in type(settings).model_fields:
         value = tuned_values.get(key, getattr(settings, key))

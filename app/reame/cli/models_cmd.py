@@ -45,7 +45,10 @@ def show_models(args: argparse.Namespace) -> int:
         f"\nRAM: the file plus the f16 KV cache of {DEFAULT_PARALLEL} sequences x "
         f"{DEFAULT_CONTEXT_CAP} tokens (the automatic --parallel and --context-length).\n"
         "A hybrid keeps KV in its attention layers only, plus a fixed recurrent state per "
-        "sequence."
+        "sequence.\n"
+        "Models that think (\"thinks unless told not to\") write a thought before each answer: "
+        "it comes back as reasoning_content; a request's \"reasoning_effort\": \"none\" turns "
+        "it off, \"reasoning_budget\" bounds it (docs/models.md)."
     )
     return 0
 

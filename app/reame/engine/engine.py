@@ -29,6 +29,7 @@ from reame.engine.request import Finish, FinishEvent, GenerationRequest, Sink
 from reame.engine.runner import Runner
 from reame.engine.scheduler import Scheduler
 from reame.engine.sequence import SeqState, Sequence
+from reame.engine.thought import Thought
 from reame.engine.update import Update
 from reame.errors import EngineBusyError, EngineFailedError, InvalidRequestError
 from reame.llama import DecodeError, Model
@@ -183,6 +184,10 @@ class Engine:
             seq.snapshots_due = sorted({p for p in request.snapshot_at if 0 < p <= seq.num_prompt})
         if request.grammar is not None:
             seq.constraint = request.grammar.matcher()
+        if request.thought is not None:
+            # NOTE: a grammar applies to the answer, from the thought's end
+            seq.thought = Thought(request.thought, seq.constraint)
+            seq.constraint = None
         return seq
 
     def _enter(self, seqs: list[Sequence], count: int) -> None:
@@ -326,8 +331,10 @@ class Engine:
             if msg is _STOP:
                 return False
             if isinstance(msg, Sequence):
-                self.update.warm_gauge.arrived(msg.queued_at)
-                self.scheduler.add(msg)
+                if not msg.request.background:
+                    self.update.warm_gauge.arrived(msg.queued_at)
+                if (dropped := self.scheduler.add(msg)) is not None:
+                    self.update.finish(dropped, Finish.ABORT)
             elif isinstance(msg, _Abort) and (seq := self.scheduler.abort(msg.request_id)):
                 self.update.finish(seq, Finish.ABORT)
             try:

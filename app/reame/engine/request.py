@@ -40,6 +40,21 @@ def common_length(a: Sequence[int], b: Sequence[int]) -> int:
     return common
 
 
+@dataclass(slots=True, frozen=True)
+class ThoughtSpec:
+    """A request whose answer may think first (engine/thought.py): the template's markers, the
+    tokens the engine writes to close a thought, whether the prompt left one open, and how many
+    tokens it may take (None: any)."""
+
+    open: str
+    close: str
+    close_tokens: tuple[int, ...]
+    is_open: bool
+    budget: int | None = None
+    # markers that are one token of the vocabulary, by id: their text, whatever piece() gives
+    marker_ids: tuple[tuple[int, str], ...] = ()
+
+
 @dataclass(slots=True)
 class GenerationRequest:
     prompt: list[int]
@@ -65,16 +80,23 @@ class GenerationRequest:
     # sequence cut anywhere, as from the session's kept state
     session: str = ""
     keep_later: Callable[[SavedState], None] | None = None
+    thought: ThoughtSpec | None = None  # its answer may think first
+    # idle-time work (a conversation's history computed ahead): admitted only while no other
+    # request runs or waits
+    background: bool = False
 
 
 @dataclass(slots=True, frozen=True)
 class TokenEvent:
-    """One generated token and the text it made visible (may be empty while held back)."""
+    """One generated token and the text it made visible (may be empty while held back): of
+    the answer in `text`, of its thought in `reasoning`."""
 
     token: int
     text: str
     logprob: float | None = None
     top_logprobs: tuple[tuple[int, float], ...] = ()
+    reasoning: str = ""
+    in_thought: bool = False  # the token is the thought's (its markers included)
 
 
 class Finish(StrEnum):
@@ -109,6 +131,8 @@ class FinishEvent:
     state: SavedState | None = None
     # the final state is kept after warm-ahead work, through the request's keep_later
     state_follows: bool = False
+    reasoning: str = ""  # the thought's text held back until the end (it was cut short)
+    num_reasoning_tokens: int = 0
 
 
 Event = TokenEvent | FinishEvent

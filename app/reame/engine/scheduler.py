@@ -56,6 +56,7 @@ class Scheduler:
         self.slots = Slots(context, keeps_prompts, self.budget)
         self._can_widen = context.can_cut
         self.waiting: deque[Sequence] = deque()
+        self.background: deque[Sequence] = deque()  # idle-time work, admitted after the rest
         self.late: deque[LateFork] = deque()  # first first
         self.running: list[Sequence] = []
         # answered sequences still in their slots, with the next turn's first tokens to compute
@@ -71,22 +72,30 @@ class Scheduler:
 
     @property
     def is_idle(self) -> bool:
-        return not self.has_requests and not self.warming
+        return not self.has_requests and not self.warming and not self.background
 
     def everyone(self) -> list[Sequence]:
-        return [*self.running, *self.waiting, *(late.seq for late in self.late)]
+        late = (late.seq for late in self.late)
+        return [*self.running, *self.waiting, *late, *self.background]
 
-    def add(self, seq: Sequence) -> None:
+    def add(self, seq: Sequence) -> Sequence | None:
+        """Queue a request; returns idle-time work pushed out (end it now): at most one piece
+        for each sequence waits, the oldest goes first (a busy server has no idle time)."""
         seq.state = SeqState.WAITING
-        self.waiting.append(seq)
+        if not seq.request.background:
+            self.waiting.append(seq)
+            return None
+        self.background.append(seq)
+        return self.background.popleft() if len(self.background) > self.num_sequences else None
 
     def abort(self, request_id: str) -> Sequence | None:
         """A waiting request leaves the queue (returned: end it now); a running one, or a
         group's candidate, is marked and ends at the next admission."""
-        for seq in self.waiting:
-            if seq.request.request_id == request_id:
-                self.waiting.remove(seq)
-                return seq
+        for queue in (self.waiting, self.background):
+            for seq in queue:
+                if seq.request.request_id == request_id:
+                    queue.remove(seq)
+                    return seq
         for late in self.late:
             if late.seq.request.request_id == request_id:
                 self.late.remove(late)
@@ -126,6 +135,13 @@ class Scheduler:
             for fork in seq.forks:
                 if self.slots.num_free:
                     fork.slot = self.slots.take_empty()
+            out.admitted.append(seq)
+        # NOTE: idle-time work takes a slot only when no request runs or waits for one
+        if self.background and not self.running and not self.waiting and self.slots.num_free:
+            seq = self.background.popleft()
+            if not self._take_over(seq):
+                self.slots.place(seq)
+            self.start(seq)
             out.admitted.append(seq)
         return out
 
@@ -200,4 +216,5 @@ class Scheduler:
         self.running.clear()
         self.warming.clear()
         self.waiting.clear()
+        self.background.clear()
         self.late.clear()

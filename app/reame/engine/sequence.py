@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from reame.detokenize import TextStream
 from reame.engine.request import Event, GenerationRequest, Sink
+from reame.engine.thought import Thought
 from reame.grammar import Constraint
 from reame.sampling import Sampler
 from reame.spec.controller import RequestStats
@@ -61,6 +62,7 @@ class Sequence:
     # tokens known before its first step (forced by its grammar): given out once that step ran,
     # so that a client's first token still means the prompt was computed; None: none held
     held: list[Event] | None = None
+    thought: Thought | None = None  # its thought, while it may still come or runs
 
     @property
     def next_snapshot(self) -> int:

@@ -3,6 +3,7 @@ started, snapshots due and finishes, all as events in an Outbox. Engine thread o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -51,6 +52,13 @@ class Update:
         # read after the step's events went out, not on the way to a first token or a finish
         self._snapshots_due: list[Sequence] = []
         self._finals_due: list[Sequence] = []
+
+    @functools.cached_property
+    def _no_end(self) -> np.ndarray:
+        """Every token but the ends of generation: after a thought, an answer has words."""
+        allowed = np.ones(self.model.vocab_size, dtype=bool)
+        allowed[self.model.end_of_generation_ids()] = False
+        return allowed
 
     # -- around a step ----------------------------------------------------------------------
 
@@ -141,20 +149,29 @@ class Update:
         accepted = len(kept) - 1
         assert self._spec is not None  # only a sequence with drafters has drafts
         self._spec.booked(parts, len(drafts), accepted, seq.draft_stats)
-        computed = part.start + 1 + accepted  # the decode token and the drafts kept
         reason, taken = None, 0
+        thought = seq.thought
         for sampled in kept:
             taken += 1
+            phase = thought.phase if thought is not None else None
             reason = self._take(seq, sampled)
-            if reason is not None:
-                break
+            if reason is not None or (thought is not None and thought.phase is not phase):
+                break  # NOTE: past a thought's end, the drafts were not the answer's grammar's
         answered = min(taken, accepted)  # NOTE: a kept draft after the answer's end is not in it
         seq.num_drafts_kept += answered
         seq.num_drafts_refused += len(drafts) - answered
         if reason is None and self._forced_runs:
             reason = self._take_run(seq, take_forced(seq, whole_run=True))
-        # NOTE: the KV cache holds what was computed of the tokens kept, nothing after
-        seq.num_computed = min(computed, len(seq.tokens))
+        # NOTE: the KV cache holds the decode token and the drafts kept as they were computed,
+        # up to the first token taken otherwise (a closing run written in a draft's place)
+        computed = part.start + 1
+        while computed <= part.start + accepted and computed < len(seq.tokens):
+            if seq.tokens[computed] != drafts[computed - part.start - 1]:
+                break
+            computed += 1
+        # NOTE: at least the last token stays to compute, whose logits pick the next (a run
+        # cut at a thought's end leaves a kept draft last)
+        seq.num_computed = min(computed, len(seq.tokens) - 1)
         if not self.context.remove(seq.slot, seq.num_computed):
             self._roll_back(seq, part.start, output.checkpoints.get(seq.slot))
         if reason is not None:
@@ -253,7 +270,12 @@ class Update:
     def _advance(self, seq: Sequence, logits: np.ndarray) -> None:
         constraint = seq.constraint
         if constraint is None:
-            reason = self._take(seq, seq.sampler.sample(logits, seq.tokens))
+            allowed = (
+                self._no_end if seq.thought is not None and seq.thought.awaits_answer else None
+            )
+            reason = self._take(seq, seq.sampler.sample(logits, seq.tokens, allowed))
+            if reason is None and seq.constraint is not None and self._forced_runs:
+                reason = self._take_run(seq, take_forced(seq, whole_run=True))  # a thought ended
         elif forced := take_forced(seq, whole_run=self._forced_runs):
             reason = self._take_run(seq, forced)  # NOTE: known: these logits are not needed
         else:
@@ -278,20 +300,59 @@ class Update:
     def _take(self, seq: Sequence, sampled: Sampled) -> Finish | None:
         """Append a token and emit it; the finish reason if the sequence ends with it."""
         token = sampled.token
-        seq.tokens.append(token)
         params = seq.request.params
-        if not params.ignore_eos and self.model.is_end_of_generation(token):
+        thought = seq.thought
+        is_end = not params.ignore_eos and self.model.is_end_of_generation(token)
+        if is_end and thought is not None and thought.is_thinking:
+            # NOTE: an answer never ends inside its thought: the close takes the end's place
+            return self._close_thought(seq)
+        seq.tokens.append(token)
+        if is_end:
             return Finish.STOP
         constraint = seq.constraint
         if constraint is not None and not constraint.consume([token]):
             raise RuntimeError(f"the grammar refused a token: {constraint.error}")
-        delta = seq.text.push(self.model.piece(token))
-        self.out.emit(seq, TokenEvent(token, delta.text, sampled.logprob, sampled.top_logprobs))
+        piece = self.model.piece(token)
+        reasoning, in_thought = "", False
+        if thought is not None and not thought.is_settled:
+            split, in_thought = thought.push(token, piece)
+            reasoning = split.reasoning
+            delta = seq.text.push_text(split.content)
+            if not thought.is_closing and not thought.is_thinking and thought.deferred:
+                seq.constraint, thought.deferred = thought.deferred, None  # the answer's grammar
+        else:
+            delta = seq.text.push(piece)
+        self.out.emit(
+            seq,
+            TokenEvent(
+                token, delta.text, sampled.logprob, sampled.top_logprobs, reasoning, in_thought
+            ),
+        )
         if delta.is_stopped or (constraint is not None and constraint.is_finished):
             return Finish.STOP
         if seq.num_generated >= params.max_tokens or len(seq.tokens) >= self.context_length:
             return Finish.LENGTH
+        if thought is not None and thought.is_spent:
+            return self._close_thought(seq)
         return None
+
+    def _close_thought(self, seq: Sequence) -> Finish | None:
+        """Write the template's closing run after the thought (a budget spent, or an end the
+        model wrote inside it), then what the answer's grammar forces, as known tokens."""
+        thought = seq.thought
+        assert thought is not None
+        thought.is_closing = True
+        logprob = 0.0 if seq.request.params.logprobs else None
+        try:
+            run = [Sampled(t, logprob) for t in thought.spec.close_tokens]
+            reason = self._take_run(seq, run)
+        finally:
+            thought.is_closing = False
+        if thought.deferred is not None:  # NOTE: after the whole run: its spaces are no JSON
+            seq.constraint, thought.deferred = thought.deferred, None
+        if reason is None and seq.constraint is not None and self._forced_runs:
+            reason = self._take_run(seq, take_forced(seq, whole_run=True))
+        return reason
 
     def finish(self, seq: Sequence, reason: Finish, error: str | None = None) -> None:
         """End a request: its forks too, its slot freed, its state kept if it asked."""
@@ -320,7 +381,11 @@ class Update:
         if self._spec is not None and reason.is_whole:
             self._spec.learn(seq.tokens, seq.num_prompt, request.scope)
         self._on_finished()
-        tail = seq.text.finish() if reason.is_whole else ""
+        thought_tail, tail = "", ""
+        if seq.thought is not None and reason.is_whole:
+            rest = seq.thought.finish()
+            thought_tail, tail = rest.reasoning, seq.text.push_text(rest.content).text
+        tail += seq.text.finish() if reason.is_whole else ""
         self.out.release_held(seq)
         self.out.emit(
             seq,
@@ -335,6 +400,8 @@ class Update:
                 num_accepted_drafts=seq.num_drafts_kept,
                 num_rejected_drafts=seq.num_drafts_refused,
                 state_follows=warm is not None,
+                reasoning=thought_tail,
+                num_reasoning_tokens=seq.thought.num_tokens if seq.thought else 0,
             ),
         )
         if warm is not None:  # NOTE: after the event, which counts the tokens it took

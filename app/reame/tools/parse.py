@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from reame.tools.events import Arguments, Closed, Event, Failed, Opened, Text
-from reame.tools.scan import Scanner
+from reame.tools.scanners import new_scanner
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +28,12 @@ def new_call_id() -> str:
     return "call_" + secrets.token_hex(12)
 
 
-def parse_tool_output(text: str, family: str) -> ToolAnswer:
+def parse_tool_output(
+    text: str, family: str, tools: Sequence[dict[str, Any]] | None = None
+) -> ToolAnswer:
     """The content and calls of an answer in a family's syntax; a malformed call is content.
-    Never raises."""
-    scanner = Scanner(family)
+    `tools`: the request's (the XML family types its values by their schemas). Never raises."""
+    scanner = new_scanner(family, tools)
     return answer_of(scanner.feed(text) + scanner.finish())
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from reame.tools.checks import check_tool_conversation
 from reame.tools.choice import choice_mode, chosen_name
+from reame.tools.prompt_calls import lfm2_messages, lfm2_tools, xml_messages
 
 __all__ = ["ToolPrompt", "check_tool_conversation", "generic_instructions", "tool_prompt"]
 
@@ -40,7 +41,12 @@ def tool_prompt(
     names = _names_by_call_id(messages)
     ids = _mistral_id if family == "mistral" else str
     adjusted = [_for_template(m, names, ids) for m in messages]
-    return ToolPrompt(adjusted, list(tools or []) if mode != "none" else None)
+    given = list(tools or []) if mode != "none" else None
+    if family == "qwen3_coder":
+        adjusted = xml_messages(adjusted)
+    elif family == "lfm2":
+        adjusted, given = lfm2_messages(adjusted), given and lfm2_tools(given)
+    return ToolPrompt(adjusted, given)
 
 
 def compact(value: Any) -> str:

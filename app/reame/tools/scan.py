@@ -98,7 +98,7 @@ class Scanner:
             else:
                 self._state = "object_start"
             return True
-        held = 0 if final else _held_back(self._buf, markers)
+        held = 0 if final else held_back(self._buf, markers)
         if len(self._buf) > held:
             events.append(Text(self._buf[: len(self._buf) - held]))
             self._buf = self._buf[len(self._buf) - held :]
@@ -200,7 +200,7 @@ def _loose_match(text: str, literal: str) -> int | None:
     return at
 
 
-def _held_back(text: str, markers: tuple[str, ...]) -> int:
+def held_back(text: str, markers: tuple[str, ...]) -> int:
     """The length of the longest end of text that begins a marker."""
     return max(
         (n for m in markers for n in range(1, len(m)) if text.endswith(m[:n])),

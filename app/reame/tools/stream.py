@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from reame.tools.events import Arguments, Closed, Event, Opened, Text
 from reame.tools.parse import ToolCall, new_call_id
-from reame.tools.scan import Scanner
+from reame.tools.scanners import new_scanner
 
 # NOTE: content text, or a `delta.tool_calls` item: {"index", "id", "type", "function":
 # {"name", "arguments": ""}} when a call's name is known, {"index", "function": {"arguments"}}
@@ -19,8 +20,8 @@ class ToolStream:
     but for what may still open a call, and whitespace at its ends (as parse_tool_output strips
     it). A call is given out from its name on; if it then turns out malformed it stays given."""
 
-    def __init__(self, family: str) -> None:
-        self._scanner = Scanner(family)
+    def __init__(self, family: str, tools: Sequence[dict[str, Any]] | None = None) -> None:
+        self._scanner = new_scanner(family, tools)
         self.calls: list[ToolCall] = []  # the well-formed calls given out so far
         self._id, self._name, self._arguments = "", "", ""
         self._index = -1  # of the call being given out

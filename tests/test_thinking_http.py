@@ -1,0 +1,275 @@
+"""Thinking through the real `openai` client against `reame serve` on the embedded SmolLM2,
+with two thinking templates written for the tests: one whose generation prompt opens the
+thought (as Qwen3.5's), one where the model opens it (as Qwen3's). Both drop earlier turns'
+thoughts from the history, so a later turn's history is computed ahead."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonschema
+import pytest
+from openai import BadRequestError, OpenAI
+
+from reame.llama import Model
+from server_process import ServerProcess, free_port, small_server
+
+pytestmark = pytest.mark.model
+
+TEMPLATES = Path(__file__).parent / "templates"
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 30}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    srv = small_server(
+        "--chat-template-file", str(TEMPLATES / "chatml-think-open.jinja"), context_length=1024
+    )
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server: ServerProcess) -> OpenAI:
+    return OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+
+
+def ask(client: OpenAI, messages=QUESTION, **kwargs):
+    kwargs.setdefault("max_tokens", 96)
+    return client.chat.completions.create(
+        model="smollm2-135m", messages=messages, temperature=0, **kwargs
+    )
+
+
+def reasoning_of(message) -> str | None:
+    return (message.model_extra or {}).get("reasoning_content")
+
+
+def test_the_thought_comes_apart_from_the_answer(client: OpenAI) -> None:
+    r = ask(client)
+    message = r.choices[0].message
+    assert reasoning_of(message) and message.content
+    assert "<think>" not in message.content and "</think>" not in message.content
+    assert 0 < r.usage.completion_tokens_details.reasoning_tokens < r.usage.completion_tokens
+
+
+def test_streamed_the_thought_comes_first_and_reads_as_the_whole(client: OpenAI) -> None:
+    whole = ask(client).choices[0].message
+    thought, answer, order = [], [], []
+    stream = ask(client, stream=True, stream_options={"include_usage": True})
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        if text := (delta.model_extra or {}).get("reasoning_content"):
+            thought.append(text)
+            order.append("thought")
+        if delta.content:
+            answer.append(delta.content)
+            order.append("answer")
+    assert "".join(thought) == reasoning_of(whole)
+    assert "".join(answer) == whole.content
+    assert order.index("answer") > order.index("thought")
+    assert "thought" not in order[order.index("answer") :]
+
+
+def test_a_budget_closes_the_thought_and_an_answer_follows(client: OpenAI) -> None:
+    r = ask(client, extra_body={"reasoning_budget": 3})
+    assert r.usage.completion_tokens_details.reasoning_tokens == 3
+    assert reasoning_of(r.choices[0].message) and r.choices[0].message.content
+
+
+def test_effort_none_thinks_not_at_all(client: OpenAI) -> None:
+    r = ask(client, reasoning_effort="none")
+    assert r.usage.completion_tokens_details.reasoning_tokens == 0
+    assert reasoning_of(r.choices[0].message) is None
+    assert r.choices[0].message.content
+
+
+def test_a_schema_answer_is_valid_after_a_thought(client: OpenAI) -> None:
+    r = ask(
+        client,
+        messages=[{"role": "user", "content": "Maria is 34. Give her as JSON."}],
+        extra_body={"reasoning_budget": 8},
+        response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}},
+    )
+    message = r.choices[0].message
+    assert reasoning_of(message)
+    jsonschema.validate(json.loads(message.content), PERSON)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_required_tool_call_is_valid_after_a_thought(client: OpenAI, stream: bool) -> None:
+    messages = [{"role": "user", "content": "What is the weather in Rome?"}]
+    kwargs = {"tools": [WEATHER], "tool_choice": "required", "extra_body": {"reasoning_budget": 6}}
+    if not stream:
+        message = ask(client, messages, **kwargs).choices[0].message
+        calls, thought = message.tool_calls, reasoning_of(message)
+        arguments = calls[0].function.arguments
+    else:
+        thought, parts = "", []
+        for chunk in ask(client, messages, stream=True, **kwargs):
+            delta = chunk.choices[0].delta if chunk.choices else None
+            if delta is None:
+                continue
+            thought += (delta.model_extra or {}).get("reasoning_content") or ""
+            for call in delta.tool_calls or []:
+                if call.index == 0:  # NOTE: the model may call more than once
+                    parts.append(call.function.arguments or "")
+        arguments = "".join(parts)
+    assert thought
+    jsonschema.validate(json.loads(arguments), WEATHER["function"]["parameters"])
+
+
+def test_a_conclave_votes_on_answers_not_thoughts(server: ServerProcess) -> None:
+    import httpx
+
+    body = {
+        "model": "smollm2-135m",
+        "messages": [{"role": "user", "content": "What is 2+2? Answer with a number."}],
+        "best_of": 3,
+        "vote_on": "number",
+        "temperature": 0.7,
+        "seed": 5,
+        "max_tokens": 64,
+        "reasoning_budget": 6,
+    }
+    r = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=120).json()
+    message = r["choices"][0]["message"]
+    assert message.get("reasoning_content") and message["content"]
+    tally = r["conclave"]["tally"]
+    assert sum(tally.values()) >= 1
+    assert all(key in message["content"] for key in tally if tally[key] == max(tally.values()))
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"reasoning_effort": "extreme"}, "reasoning_effort"),
+        ({"reasoning_budget": -1}, "reasoning_budget"),
+        ({"reasoning_budget": 97}, "reasoning_budget"),
+        ({"chat_template_kwargs": {"enable_thinking": [1]}}, "chat_template_kwargs"),
+        ({"chat_template_kwargs": "enable_thinking"}, "chat_template_kwargs"),
+    ],
+)
+def test_bad_thinking_controls_are_400s(client: OpenAI, extra: dict, param: str) -> None:
+    with pytest.raises(BadRequestError) as caught:
+        ask(client, extra_body=extra)
+    assert param in str(caught.value)
+
+
+def test_chat_template_kwargs_reach_the_template(client: OpenAI) -> None:
+    r = ask(client, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    assert r.usage.completion_tokens_details.reasoning_tokens == 0
+    assert reasoning_of(r.choices[0].message) is None
+
+
+def test_a_later_turn_goes_on_from_its_history_computed_ahead_and_answers_as_cold(
+    client: OpenAI,
+) -> None:
+    system = {"role": "system", "content": "You answer questions about geography. " * 10}
+    first = [system, {"role": "user", "content": "What is the capital of Spain?"}]
+    answer = ask(client, first).choices[0].message
+    time.sleep(1.5)  # NOTE: the idle time in which the history is computed ahead
+    later = [
+        *first,
+        {"role": "assistant", "content": answer.content, "reasoning_content": reasoning_of(answer)},
+        {"role": "user", "content": "And of Portugal?"},
+    ]
+    warm = ask(client, later)
+    new_tokens = 16  # the new question and the generation prompt, about
+    assert warm.usage.prompt_tokens_details.cached_tokens >= warm.usage.prompt_tokens - new_tokens
+    cold = small_server(
+        "--chat-template-file",
+        str(TEMPLATES / "chatml-think-open.jinja"),
+        context_length=1024,
+        env={"REAME_PREFIX_CACHE": "false"},
+    )
+    try:
+        client_cold = OpenAI(base_url=f"{cold.url}/v1", api_key="unused", max_retries=0)
+        expected = ask(client_cold, later)
+    finally:
+        cold.stop()
+    assert expected.usage.prompt_tokens_details.cached_tokens == 0
+    assert warm.choices[0].message.content == expected.choices[0].message.content
+    assert reasoning_of(warm.choices[0].message) == reasoning_of(expected.choices[0].message)
+
+
+def test_a_model_that_opens_its_thought_itself_is_read_apart(smollm2_path: Path) -> None:
+    """SmolLM2 never writes <think> by itself: a system prompt that asks for it and a small
+    logit bias on its first token (`<`) make it; a larger bias makes it write only `<`."""
+    srv = small_server(
+        "--chat-template-file", str(TEMPLATES / "chatml-think-free.jinja"), context_length=1024
+    )
+    system = (
+        "Always think first: begin every reply with <think>, write your thoughts, close with "
+        "</think>, then answer. Example reply: <think>The user greets me.</think> Hello!"
+    )
+    messages = [{"role": "system", "content": system}, *QUESTION]
+    try:
+        c = OpenAI(base_url=f"{srv.url}/v1", api_key="unused", max_retries=0)
+        plain = ask(c)
+        assert reasoning_of(plain.choices[0].message) is None  # it did not open one
+        bias = {str(_first_token_of(smollm2_path, "<think>")): 5}
+        opened = ask(c, messages, logit_bias=bias, extra_body={"speculation": "off"})
+        thought = reasoning_of(opened.choices[0].message)
+        assert thought and not thought.startswith("<think>")
+        assert opened.choices[0].message.content
+        assert opened.usage.completion_tokens_details.reasoning_tokens > 4
+        bounded = ask(
+            c, messages, logit_bias=bias, extra_body={"speculation": "off", "reasoning_budget": 4}
+        )
+        assert bounded.usage.completion_tokens_details.reasoning_tokens == 4
+        assert bounded.choices[0].message.content
+    finally:
+        srv.stop()
+
+
+def _first_token_of(path: Path, text: str) -> int:
+    model = Model(path)
+    try:
+        return model.tokenize(text, add_special=False)[0]
+    finally:
+        model.close()
+
+
+def test_a_template_file_that_does_not_render_stops_the_start_with_one_line(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.jinja"
+    bad.write_text("{{ raise_exception('no system messages here') }}")
+    for path in (bad, tmp_path / "missing.jinja"):
+        command = ["serve", "--port", str(free_port()), "--chat-template-file", str(path)]
+        done = subprocess.run(
+            [sys.executable, "-m", "reame.cli.main", *command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode != 0
+        line = done.stderr.strip().splitlines()[-1]
+        assert "chat_template_file" in line and str(path) in line
