@@ -20,6 +20,7 @@ from server_process import ServerProcess, free_port, small_server
 pytestmark = pytest.mark.model
 
 TEMPLATES = Path(__file__).parent / "templates"
+BUDGET = {"reasoning_budget": 8}  # a random-weight model would think to max_tokens
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 PERSON = {
     "type": "object",
@@ -55,11 +56,9 @@ def client(server: ServerProcess) -> OpenAI:
     return OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
 
 
-def ask(client: OpenAI, messages=QUESTION, **kwargs):
+def ask(client: OpenAI, messages=QUESTION, model: str = "smollm2-135m", **kwargs):
     kwargs.setdefault("max_tokens", 96)
-    return client.chat.completions.create(
-        model="smollm2-135m", messages=messages, temperature=0, **kwargs
-    )
+    return client.chat.completions.create(model=model, messages=messages, temperature=0, **kwargs)
 
 
 def reasoning_of(message) -> str | None:
@@ -188,19 +187,24 @@ def test_chat_template_kwargs_reach_the_template(client: OpenAI) -> None:
 def test_a_later_turn_goes_on_from_its_history_computed_ahead_and_answers_as_cold(
     client: OpenAI,
 ) -> None:
+    later_turn_equals_cold(client, ())
+
+
+def later_turn_equals_cold(client: OpenAI, args: tuple[str, ...], model: str = "smollm2-135m"):
     system = {"role": "system", "content": "You answer questions about geography. " * 10}
     first = [system, {"role": "user", "content": "What is the capital of Spain?"}]
-    answer = ask(client, first).choices[0].message
+    answer = ask(client, first, model=model, max_tokens=48, extra_body=BUDGET).choices[0].message
     time.sleep(1.5)  # NOTE: the idle time in which the history is computed ahead
     later = [
         *first,
         {"role": "assistant", "content": answer.content, "reasoning_content": reasoning_of(answer)},
         {"role": "user", "content": "And of Portugal?"},
     ]
-    warm = ask(client, later)
+    warm = ask(client, later, model=model, max_tokens=48, extra_body=BUDGET)
     new_tokens = 16  # the new question and the generation prompt, about
     assert warm.usage.prompt_tokens_details.cached_tokens >= warm.usage.prompt_tokens - new_tokens
     cold = small_server(
+        *args,
         "--chat-template-file",
         str(TEMPLATES / "chatml-think-open.jinja"),
         context_length=1024,
@@ -208,10 +212,11 @@ def test_a_later_turn_goes_on_from_its_history_computed_ahead_and_answers_as_col
     )
     try:
         client_cold = OpenAI(base_url=f"{cold.url}/v1", api_key="unused", max_retries=0)
-        expected = ask(client_cold, later)
+        expected = ask(client_cold, later, model=model, max_tokens=48, extra_body=BUDGET)
     finally:
         cold.stop()
     assert expected.usage.prompt_tokens_details.cached_tokens == 0
+    assert answer.content and warm.choices[0].message.content  # an answer after the thought
     assert warm.choices[0].message.content == expected.choices[0].message.content
     assert reasoning_of(warm.choices[0].message) == reasoning_of(expected.choices[0].message)
 

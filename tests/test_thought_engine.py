@@ -4,8 +4,6 @@ place kept for the answer, and verify runs that cross its end."""
 
 from __future__ import annotations
 
-import pytest
-
 from fake_llama import EOS, reference
 from reame.engine.request import GenerationRequest, ThoughtSpec, TokenEvent
 from reame.spec.controller import SpecController

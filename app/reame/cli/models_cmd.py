@@ -46,9 +46,9 @@ def show_models(args: argparse.Namespace) -> int:
         f"{DEFAULT_CONTEXT_CAP} tokens (the automatic --parallel and --context-length).\n"
         "A hybrid keeps KV in its attention layers only, plus a fixed recurrent state per "
         "sequence.\n"
-        "Models that think (\"thinks unless told not to\") write a thought before each answer: "
-        "it comes back as reasoning_content; a request's \"reasoning_effort\": \"none\" turns "
-        "it off, \"reasoning_budget\" bounds it (docs/models.md)."
+        'Models that think ("thinks unless told not to") write a thought before each answer: '
+        'it comes back as reasoning_content; a request\'s "reasoning_effort": "none" turns '
+        'it off, "reasoning_budget" bounds it (docs/models.md).'
     )
     return 0
 
