@@ -191,18 +191,29 @@ def test_a_later_turn_goes_on_from_its_history_computed_ahead_and_answers_as_col
 
 
 def later_turn_equals_cold(client: OpenAI, args: tuple[str, ...], model: str = "smollm2-135m"):
+    """Three turns; the second and third, each after its history was computed ahead, reuse
+    all of it and answer as a server without a prefix cache does."""
     system = {"role": "system", "content": "You answer questions about geography. " * 10}
-    first = [system, {"role": "user", "content": "What is the capital of Spain?"}]
-    answer = ask(client, first, model=model, max_tokens=48, extra_body=BUDGET).choices[0].message
-    time.sleep(1.5)  # NOTE: the idle time in which the history is computed ahead
-    later = [
-        *first,
-        {"role": "assistant", "content": answer.content, "reasoning_content": reasoning_of(answer)},
-        {"role": "user", "content": "And of Portugal?"},
-    ]
-    warm = ask(client, later, model=model, max_tokens=48, extra_body=BUDGET)
-    new_tokens = 16  # the new question and the generation prompt, about
-    assert warm.usage.prompt_tokens_details.cached_tokens >= warm.usage.prompt_tokens - new_tokens
+    messages = [system, {"role": "user", "content": "What is the capital of Spain?"}]
+    sent, got = [], []
+    message = (
+        ask(client, messages, model=model, max_tokens=48, extra_body=BUDGET).choices[0].message
+    )
+    assert message.content  # an answer after the thought
+    for question in ("And of Portugal?", "And of Greece?"):
+        time.sleep(1.5)  # NOTE: the idle time in which the history is computed ahead
+        messages = [
+            *messages,
+            {"role": "assistant", "content": message.content},  # as clients send it back
+            {"role": "user", "content": question},
+        ]
+        warm = ask(client, messages, model=model, max_tokens=48, extra_body=BUDGET)
+        new_tokens = 16  # the new question and the generation prompt, about
+        details = warm.usage.prompt_tokens_details
+        assert details.cached_tokens >= warm.usage.prompt_tokens - new_tokens
+        message = warm.choices[0].message
+        sent.append(list(messages))
+        got.append(message)
     cold = small_server(
         *args,
         "--chat-template-file",
@@ -212,13 +223,13 @@ def later_turn_equals_cold(client: OpenAI, args: tuple[str, ...], model: str = "
     )
     try:
         client_cold = OpenAI(base_url=f"{cold.url}/v1", api_key="unused", max_retries=0)
-        expected = ask(client_cold, later, model=model, max_tokens=48, extra_body=BUDGET)
+        for messages, warm_message in zip(sent, got, strict=True):
+            expected = ask(client_cold, messages, model=model, max_tokens=48, extra_body=BUDGET)
+            assert expected.usage.prompt_tokens_details.cached_tokens == 0
+            assert warm_message.content == expected.choices[0].message.content
+            assert reasoning_of(warm_message) == reasoning_of(expected.choices[0].message)
     finally:
         cold.stop()
-    assert expected.usage.prompt_tokens_details.cached_tokens == 0
-    assert answer.content and warm.choices[0].message.content  # an answer after the thought
-    assert warm.choices[0].message.content == expected.choices[0].message.content
-    assert reasoning_of(warm.choices[0].message) == reasoning_of(expected.choices[0].message)
 
 
 def test_a_model_that_opens_its_thought_itself_is_read_apart(smollm2_path: Path) -> None:

@@ -50,21 +50,27 @@ def answer(runtime: Runtime, messages: list[dict]) -> tuple[list[int], dict, dic
     return tokens, response["choices"][0]["message"], response["usage"]
 
 
-def test_a_later_turn_after_its_history_ahead_writes_a_cold_requests_tokens() -> None:
+def test_later_turns_after_their_history_ahead_write_a_cold_requests_tokens() -> None:
     tiny = build_synthetic("qwen3.5-tiny", new_state_dir(), num_threads=2)
     settings = small_settings(tiny, chat_template_file=TEMPLATE, state_dir=new_state_dir())
+    turns, got = [], []
     with Runtime(settings) as warm:
         assert not warm.context.can_cut
-        first_tokens, first, _ = answer(warm, FIRST)
-        later = [*FIRST, first, {"role": "user", "content": "And of Portugal?"}]
-        time.sleep(0.5)
-        tokens, _, usage = answer(warm, later)
-    assert len(first_tokens) > 8  # the thought was closed, an answer followed
-    assert usage["prompt_tokens_details"]["cached_tokens"] >= usage["prompt_tokens"] - 16
+        messages = list(FIRST)
+        tokens, message, _ = answer(warm, messages)
+        assert len(tokens) > 8  # the thought was closed, an answer followed
+        for question in ("And of Portugal?", "And of Greece?"):
+            time.sleep(0.5)
+            messages = [*messages, message, {"role": "user", "content": question}]
+            tokens, message, usage = answer(warm, messages)
+            assert usage["prompt_tokens_details"]["cached_tokens"] >= usage["prompt_tokens"] - 16
+            turns.append(list(messages))
+            got.append(tokens)
     cold_settings = small_settings(
         tiny, chat_template_file=TEMPLATE, state_dir=new_state_dir(), prefix_cache=False
     )
     with Runtime(cold_settings) as cold:
-        expected, _, cold_usage = answer(cold, later)
-    assert cold_usage["prompt_tokens_details"]["cached_tokens"] == 0
-    assert tokens == expected
+        for messages, tokens in zip(turns, got, strict=True):
+            expected, _, cold_usage = answer(cold, messages)
+            assert cold_usage["prompt_tokens_details"]["cached_tokens"] == 0
+            assert tokens == expected

@@ -29,7 +29,7 @@ from reame.engine.request import (
     ThoughtSpec,
     common_length,
 )
-from reame.errors import InvalidRequestError, ReameError
+from reame.errors import InvalidRequestError
 from reame.grammar import Grammar, Grammars, GrammarSpec
 from reame.llama import Model
 from reame.loop_inbox import ChoiceEvent, LoopInbox
@@ -39,8 +39,6 @@ from reame.thinking.framing import PromptEnd
 from reame.thinking.syntax import ThinkingSyntax, analyse
 
 log = structlog.get_logger("reame.service")
-# NOTE: probe texts that no conversation holds: where an answer and the next message go
-_ANSWER, _NEXT = "reameHistoryAnswer", "reameHistoryNext"
 
 
 @dataclass(slots=True, frozen=True)
@@ -129,10 +127,20 @@ class Service:
         messages: Sequence[Mapping[str, Any]],
         tools: list[dict] | None = None,
         kwargs: Mapping[str, Any] | None = None,
+        add_generation_prompt: bool = True,
     ) -> str:
         """The rendered prompt as text (its thinking framing is decided on it)."""
         template, _ = self._chat_tools()
-        return template.render(messages, True, tools, kwargs)
+        return template.render(messages, add_generation_prompt, tools, kwargs)
+
+    def chat_tokens(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        add_generation_prompt: bool,
+        tools: list[dict] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> list[int]:
+        return self._render(messages, add_generation_prompt, tools, kwargs)
 
     def tokenize_chat(self, text: str) -> list[int]:
         _, tokenize = self._chat_tools()
@@ -265,80 +273,6 @@ class Service:
     def finished(self, event: FinishEvent, job: Job | None = None) -> None:
         """Book what reuse saved; keep the final state for later turns (and restarts)."""
         self.reuse.finished(event, job.scope if job else "", job.session if job else None)
-
-    def answer_starts(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        prompt: list[int],
-        tools: list[dict] | None,
-        kwargs: Mapping[str, Any] | None,
-    ) -> tuple[int, ...]:
-        """Where this turn's answer starts in its prompt as the next turn's history renders it
-        (before a thought the template will drop), and where the previous answer started:
-        the cuts of a conversation whose history is computed ahead (history_ahead)."""
-        probe = [
-            *messages,
-            {"role": "assistant", "content": _ANSWER},
-            {"role": "user", "content": _NEXT},
-        ]
-        starts = [common_length(prompt, self._render(probe, False, tools, kwargs))]
-        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=0)
-        if last > 0:
-            before = self._render(messages[:last], True, tools, kwargs)
-            starts.append(common_length(before, prompt))
-        return tuple(sorted(p for p in set(starts) if 0 < p < len(prompt)))
-
-    def history_ahead(
-        self,
-        job: Job,
-        messages: Sequence[Mapping[str, Any]],
-        answer: str,
-        tools: list[dict] | None,
-        kwargs: Mapping[str, Any] | None,
-    ) -> bool:
-        """Compute, in idle time, what the next turn's prompt will hold of this turn: the
-        answer as the template renders it in the history (its thought dropped), its end of
-        turn and the next user header, from the state kept where the answer started; the state
-        after it is kept for the next turn. False when there is nothing to compute. May read
-        the disk: call it off the event loop."""
-        turn = [
-            *messages,
-            {"role": "assistant", "content": answer},
-            {"role": "user", "content": _NEXT},
-        ]
-        template, _ = self._chat_tools()
-        text = template.render(turn, False, tools, kwargs)
-        at = text.find(_NEXT)
-        if at <= 0 or self.cache is None:
-            return False
-        history = self.tokenize_chat(text[:at])
-        start = max((c for c in job.cuts if c <= len(history)), default=0)
-        if start == 0 or common_length(history, job.prompt) < start or len(history) <= start:
-            return False
-        marks = tuple(m for m in job.marks if m < start) + (len(history),)
-        params = self.sampling(temperature=0.0, max_tokens=1)
-        reuse = self.reuse.plan(history, job.scope, job.session, marks, False, job.cuts)
-        keep = partial(self.reuse.kept_later, job.scope, job.session)
-        request = GenerationRequest(
-            history,
-            params,
-            prefix=reuse.prefix,
-            keep_state=True,
-            cold_cuts=reuse.cold_cuts,
-            scope=job.scope,
-            background=True,
-        )
-
-        def sink(event: Event) -> None:  # NOTE: on the engine thread
-            if isinstance(event, FinishEvent) and event.state is not None:
-                metrics.HISTORY_AHEAD_TOKENS.inc(event.num_prompt_tokens - event.num_cached_tokens)
-                keep(event.state)
-
-        try:
-            self.engine.submit(request, sink)
-        except ReameError:  # NOTE: no place for idle-time work: the next turn computes it
-            return False
-        return True
 
     def text_prompt(self, text: str) -> list[int]:
         return self.model.tokenize(text)

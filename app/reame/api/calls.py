@@ -25,6 +25,7 @@ from reame.conclave.convene import Verdict, convene, open_conclave
 from reame.engine.request import Finish, FinishEvent, ThoughtSpec, TokenEvent
 from reame.errors import InvalidRequestError
 from reame.grammar import Grammar
+from reame.history_ahead import history_ahead
 from reame.loop_inbox import ChoiceEvent
 from reame.service import Job
 from reame.tools.stream import ToolStream
@@ -385,7 +386,7 @@ class Call:
         turn, messages, tools = self._history
         service = self.served.service
         work = asyncio.to_thread(
-            service.history_ahead, self.jobs[0], messages, choice.text, tools, turn.kwargs
+            history_ahead, service, self.jobs[0], messages, choice.text, tools, turn.kwargs
         )
         task = asyncio.get_running_loop().create_task(work)
         _BACKGROUND.add(task)

@@ -10,6 +10,7 @@ from typing import Any
 
 from reame.api.schemas import ChatRequest
 from reame.engine.request import ThoughtSpec
+from reame.history_ahead import answer_starts
 from reame.service import Service
 from reame.thinking.budget import thinking_plan
 from reame.thinking.framing import frame, template_kwargs, with_thought_apart
@@ -74,5 +75,5 @@ def chat_turn(
     closing = service.chat_closing() if warms_ahead and not drops else ()
     cuts: tuple[int, ...] = ()
     if drops and warms_ahead and service.warms_ahead and service.cache is not None:
-        cuts = service.answer_starts(messages, prompt, tools, kwargs)
+        cuts = answer_starts(service, messages, prompt, tools, kwargs)
     return ChatTurn(prompt, marks, closing, thought, cuts, kwargs)

@@ -117,6 +117,8 @@ async def replay(
             before = restart_after is not None and request.index <= restart_after
             if not before:
                 await restarted.wait()
+            if request.pause:
+                await asyncio.sleep(request.pause)
             state = conversations[request.conversation]
             messages = next_messages(request, state.sent, state.reply)
             body = request_body(target[0].model, request, messages, max_tokens)

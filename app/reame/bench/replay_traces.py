@@ -14,13 +14,15 @@ from typing import Any
 
 from reame.bench.replay_text import paragraph, person, policy, question, task, tool_result
 
-TRACES = ("chat", "agent", "extract", "rag")
+TRACES = ("chat", "agent", "extract", "rag", "thinking")
 COMPANY = "Northwind Supplies"
 AGENT_TURNS = 10  # requests of one agent task: the task, then tool results fed back
 RAG_POOL = 48  # retrieved passages the questions draw from
 RAG_CHUNKS = 8  # passages a question: every overlap level below is a whole number of them
 RAG_BLOCK = 5  # questions of one conversation: the first shares nothing, the rest one level
 OVERLAPS = (1.0, 0.75, 0.5, 0.25, 0.0)  # the blocks' levels, in turn
+THINKING_CONVERSATIONS = 4
+THINKING_PAUSE = 1.0  # seconds a user reads an answer before the next turn
 
 Message = dict[str, Any]
 
@@ -42,6 +44,7 @@ class Request:
     overlap: float | None = None
     chunks: tuple[int, ...] = ()
     with_history: bool = True  # False: a question of its own, only after the one before
+    pause: float = 0.0  # seconds the client waits before sending it (a user reading)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +155,29 @@ def chat_trace(num_requests: int, conversations: int, system_words: int, seed: i
         "their turns in turn, the whole history sent every turn"
     )
     return Trace("chat", tuple(requests), conversations, summary)
+
+
+def thinking_trace(num_requests: int, system_words: int, seed: int) -> Trace:
+    """The chat trace for a model that thinks: THINKING_CONVERSATIONS chats behind one system
+    prompt, their turns in turn, a user's pause before each later turn. The servers are started
+    with the same template and thought budget (`--chat-template-file`, `--reasoning-budget`)."""
+    rng = random.Random(f"thinking-{seed}")
+    system = {"role": "system", "content": policy(rng, COMPANY, system_words)}
+    conversations = THINKING_CONVERSATIONS
+    requests = []
+    for i in range(num_requests):
+        conversation, turn = i % conversations, i // conversations + 1
+        ask = {"role": "user", "content": question(rng)}
+        new = (system, ask) if turn == 1 else (ask,)
+        pause = THINKING_PAUSE if turn > 1 else 0.0
+        requests.append(Request(i + 1, conversation, turn, new, pause=pause))
+    summary = (
+        f"{conversations} conversations with a model that thinks, behind one system prompt of "
+        f"{system_words} words, their turns in turn, the whole history sent every turn (the "
+        f"thoughts left out, as clients do), {THINKING_PAUSE:g} s of a user's pause before "
+        "each later turn"
+    )
+    return Trace("thinking", tuple(requests), conversations, summary)
 
 
 TOOLS = [
@@ -298,6 +324,8 @@ def build_trace(name: str, num_requests: int, parallel: int, system_words: int, 
         return extract_trace(num_requests, system_words, seed)
     if name == "rag":
         return rag_trace(num_requests, system_words, seed)
+    if name == "thinking":
+        return thinking_trace(num_requests, system_words, seed)
     raise ValueError(f"no trace {name!r}")
 
 

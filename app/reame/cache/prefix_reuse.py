@@ -132,7 +132,11 @@ class PrefixReuse:
             cold = cache.policy.points(end, list(marks), must=must)
         if cache is not None and take_snapshots:
             base = found.length if found is not None else 0
-            wanted = cache.policy.points(end, list(marks), base, must)
+            # NOTE: where the memory can be cut back, an answer's start needs no snapshot (the
+            # resident sequence is cut there, exact_reuse keeping to the cold cuts); a snapshot
+            # read there would stand between the prompt and its first token
+            kept = must if not self._can_cut else ()
+            wanted = cache.policy.points(end, list(marks), base, kept)
             points = tuple(p for p in wanted if not cache.holds(tokens, p, scope))
         keeps_final = session is not None or (cache is not None and take_snapshots)
         min_new = 0 if session is not None else MIN_NEW_FOR_FINAL

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from reame.cli.bench_settings import bench_settings, progress
+from reame.config import Settings
 from reame.errors import ConfigError
 
 PARALLEL, CONTEXT = 4, 4096
@@ -43,6 +44,22 @@ def check_args(args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def thinking_settings(settings: Settings) -> tuple[dict[str, str], list[str]]:
+    """Reame's settings and llama-server's flags for the template file and thought budget
+    given (`--chat-template-file`, REAME_REASONING_BUDGET): the peer separates thoughts as
+    Reame does (`--reasoning-format deepseek`)."""
+    reame: dict[str, str] = {}
+    peer: list[str] = []
+    if settings.chat_template_file is not None:
+        path = str(settings.chat_template_file.resolve())
+        reame["chat_template_file"] = path
+        peer += ["--chat-template-file", path, "--reasoning-format", "deepseek"]
+    if settings.reasoning_budget is not None:
+        reame["reasoning_budget"] = str(settings.reasoning_budget)
+        peer += ["--reasoning-budget", str(settings.reasoning_budget)]
+    return reame, peer
+
+
 def bench_replay(args: argparse.Namespace) -> int:
     from reame.autotune import usable_cores
     from reame.bench import replay_plot
@@ -70,13 +87,15 @@ def bench_replay(args: argparse.Namespace) -> int:
     options = ServeOptions(model, threads, context, args.batch_size, parallel, args.models_dir,
                            args.config)  # fmt: skip
     reame_args = serve_args(options, parallel, context)
+    # NOTE: the same template and thought budget for both servers (a model that thinks)
+    reame_thinking, peer_thinking = thinking_settings(settings)
     launchers = [
         Launcher(REAME, f"reame serve {' '.join(reame_args)} (a new state directory a run)",
-                 lambda: ReameServer(reame_args, {}))
+                 lambda: ReameServer(reame_args, reame_thinking))
     ]  # fmt: skip
     if args.llama_server:
         command = llama_server_command(args.llama_server.resolve(), gguf, threads, parallel,
-                                       context)  # fmt: skip
+                                       context) + peer_thinking  # fmt: skip
         launchers.append(Launcher("llama-server", " ".join(command), lambda: LlamaServer(command)))
     elif args.url:
         url = args.url[0]
