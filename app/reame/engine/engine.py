@@ -38,6 +38,9 @@ from reame.spec.controller import SpecController
 from reame.spec.speculation import Speculation
 
 log = structlog.get_logger("reame.engine")
+# NOTE: idle-time work starts once the engine has been idle this long: a client that sends its
+# next request at once (back to back) finds no step of it in its way
+BACKGROUND_AFTER_SECONDS = 0.05
 
 SWITCH_INTERVAL_SECONDS = 0.001
 # what the exact-run probe feeds the model: any ids every vocabulary has (the kernels' paths
@@ -277,13 +280,16 @@ class Engine:
     def _serve(self) -> None:
         scheduler, update = self.scheduler, self.update
         while True:
+            now = time.monotonic()
             if not scheduler.has_requests:
-                update.warm_gauge.idle(time.monotonic())
+                update.warm_gauge.idle(now)
+            wait = self._background_wait(now)
+            scheduler.background_ready = wait == 0.0
             is_idle = scheduler.is_idle
             if is_idle:  # NOTE: the gauges too: no step may come to publish them for a while
                 self._publish_counts()
                 self._wake_consumers()
-            if not self._take_inbox(block=is_idle):
+            if not self._take_inbox(block=is_idle, timeout=wait or None):
                 break
             update.yield_warm()
             update.admitted(scheduler.admit(time.monotonic()))
@@ -324,9 +330,22 @@ class Engine:
         if is_warm:  # the step and the states it saved
             self.update.warm_gauge.spent(time.perf_counter() - began)
 
-    def _take_inbox(self, block: bool) -> bool:
-        """Move messages from the inbox into engine state; False once asked to stop."""
-        msg = self._inbox.get() if block else None
+    def _background_wait(self, now: float) -> float | None:
+        """How long idle-time work still waits (0: it may start); None: none waits. (No gauge
+        as warm-ahead's: what it computes, a next turn would compute anyway, on its way to
+        a first token.)"""
+        scheduler, gauge = self.scheduler, self.update.warm_gauge
+        if not scheduler.background or scheduler.has_requests:
+            return None
+        return max(0.0, BACKGROUND_AFTER_SECONDS - gauge.idle_for(now))
+
+    def _take_inbox(self, block: bool, timeout: float | None = None) -> bool:
+        """Move messages from the inbox into engine state (waiting for one if `block`, at most
+        `timeout` seconds); False once asked to stop."""
+        try:
+            msg = self._inbox.get(timeout=timeout) if block else None
+        except queue.Empty:
+            return True
         while True:
             if msg is _STOP:
                 return False

@@ -57,6 +57,7 @@ class Scheduler:
         self._can_widen = context.can_cut
         self.waiting: deque[Sequence] = deque()
         self.background: deque[Sequence] = deque()  # idle-time work, admitted after the rest
+        self.background_ready = False  # the engine lets idle-time work start now
         self.late: deque[LateFork] = deque()  # first first
         self.running: list[Sequence] = []
         # answered sequences still in their slots, with the next turn's first tokens to compute
@@ -72,7 +73,11 @@ class Scheduler:
 
     @property
     def is_idle(self) -> bool:
-        return not self.has_requests and not self.warming and not self.background
+        return not self.has_requests and not self.warming and not self._starts_background
+
+    @property
+    def _starts_background(self) -> bool:
+        return bool(self.background) and self.background_ready
 
     def everyone(self) -> list[Sequence]:
         late = (late.seq for late in self.late)
@@ -137,7 +142,12 @@ class Scheduler:
                     fork.slot = self.slots.take_empty()
             out.admitted.append(seq)
         # NOTE: idle-time work takes a slot only when no request runs or waits for one
-        if self.background and not self.running and not self.waiting and self.slots.num_free:
+        if (
+            self._starts_background
+            and not self.running
+            and not self.waiting
+            and self.slots.num_free
+        ):
             seq = self.background.popleft()
             if not self._take_over(seq):
                 self.slots.place(seq)

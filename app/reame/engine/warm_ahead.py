@@ -83,6 +83,10 @@ class WarmGauge:
         if self._idle_since is None:
             self._idle_since = now
 
+    def idle_for(self, now: float) -> float:
+        """How long no request has run or waited (0 while one does)."""
+        return now - self._idle_since if self._idle_since is not None else 0.0
+
     def arrived(self, queued_at: float) -> None:
         """A request came (submitted at `queued_at`)."""
         since, self._idle_since = self._idle_since, None
