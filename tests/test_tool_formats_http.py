@@ -1,7 +1,7 @@
-"""Tool calls in every format a catalog model's template asks for, forced on the embedded
-SmolLM2 through a real template of that format (`--chat-template-file`), read back by the real
-`openai` client to valid arguments, whole and streamed. Qwen3.5's template also opens a thought
-in its generation prompt: its call comes after the thought."""
+"""Tool calls in every format Reame reads, forced on the embedded SmolLM2 through a real
+template of that format (`--chat-template-file`; the generic form through SmolLM2's own), read
+back by the real `openai` client to valid arguments, whole and streamed. Qwen3.5's template
+also opens a thought in its generation prompt: its call comes after the thought."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ FORMATS = {
     "qwen3_coder": "Qwen3.5-4B.jinja",
     "lfm2": "LFM2-8B-A1B.jinja",
     "hermes": "Qwen-Qwen3-0.6B.jinja",
+    "llama3": "meta-llama-Llama-3.2-3B-Instruct.jinja",
+    "mistral": "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+    "generic": None,  # SmolLM2's own template, which knows nothing of tools
 }
 BOOK = {
     "type": "function",
@@ -45,9 +48,9 @@ ASK = [{"role": "user", "content": "Book a table for 4 in Rome, outside please."
 
 @pytest.fixture(scope="module", params=sorted(FORMATS))
 def served(request: pytest.FixtureRequest) -> Iterator[tuple[str, ServerProcess]]:
-    srv = small_server(
-        "--chat-template-file", str(TEMPLATES / FORMATS[request.param]), context_length=1024
-    )
+    name = FORMATS[request.param]
+    template = ("--chat-template-file", str(TEMPLATES / name)) if name else ()
+    srv = small_server(*template, context_length=1024)
     yield request.param, srv
     srv.stop()
 

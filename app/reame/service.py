@@ -189,9 +189,15 @@ class Service:
             return ()
         marks = []
         for count in sorted({1, len(messages) - 1}):
-            upto = (*messages[:count], {"role": messages[count].get("role", "user"), "content": ""})
-            # NOTE: the heads' long pieces (a system prompt) come from the tokenizer's memory
-            head = self._render(upto, add_generation_prompt=False, tools=tools, kwargs=kwargs)
+            # NOTE: the next message as it is but empty (a tool result keeps the call it
+            # answers: Mistral's template refuses one without)
+            following = {k: v for k, v in messages[count].items() if k != "tool_calls"}
+            upto = (*messages[:count], {**following, "content": ""})
+            try:
+                # NOTE: the heads' long pieces (a system prompt) come from the tokenizer's memory
+                head = self._render(upto, add_generation_prompt=False, tools=tools, kwargs=kwargs)
+            except InvalidRequestError:  # a template that takes no such head: no mark there
+                continue
             marks.append(common_length(head, prompt))
         return tuple(m for m in marks if m > 0)
 
