@@ -289,3 +289,40 @@ def test_a_template_file_that_does_not_render_stops_the_start_with_one_line(
         assert done.returncode != 0
         line = done.stderr.strip().splitlines()[-1]
         assert "chat_template_file" in line and str(path) in line
+
+
+def test_inline_format_leaves_the_thought_in_content_between_its_markers() -> None:
+    srv = small_server(
+        "--chat-template-file",
+        str(TEMPLATES / "chatml-think-open.jinja"),
+        context_length=1024,
+        env={"REAME_REASONING_FORMAT": "inline"},
+    )
+    try:
+        c = OpenAI(base_url=f"{srv.url}/v1", api_key="unused", max_retries=0)
+        whole = ask(c, extra_body={"reasoning_budget": 4}).choices[0].message
+        assert reasoning_of(whole) is None
+        assert whole.content.startswith("<think>") and "</think>" in whole.content
+        streamed = "".join(
+            chunk.choices[0].delta.content or ""
+            for chunk in ask(c, stream=True, extra_body={"reasoning_budget": 4})
+            if chunk.choices
+        )
+        assert streamed == whole.content
+        bound = (
+            ask(
+                c,
+                messages=[{"role": "user", "content": "Maria is 34. Give her as JSON."}],
+                extra_body={"reasoning_budget": 4},
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "p", "schema": PERSON},
+                },
+            )
+            .choices[0]
+            .message
+        )
+        assert reasoning_of(bound)  # under a schema, always apart
+        jsonschema.validate(json.loads(bound.content), PERSON)
+    finally:
+        srv.stop()

@@ -21,6 +21,7 @@ class PromptTokensDetails(_Strict):
 
 
 class CompletionTokensDetails(_Strict):
+    reasoning_tokens: int  # of a thinking model's thought
     accepted_prediction_tokens: int  # draft tokens verified and kept in the answer
     rejected_prediction_tokens: int  # draft tokens verified and rolled back
 
@@ -64,6 +65,7 @@ class ChatLogprobs(_Strict):
 class AssistantMessage(_Strict):
     role: Literal["assistant"]
     content: str
+    reasoning_content: str | None = None  # a thinking model's thought, apart from the answer
 
 
 FinishReason = Literal["stop", "length"]
@@ -113,6 +115,7 @@ class TextCompletion(_Strict):
 class ChatDelta(_Strict):
     role: Literal["assistant"] | None = None  # the first chunk of a choice
     content: str | None = None  # absent from a finish chunk that adds no text
+    reasoning_content: str | None = None  # a thinking model's thought, before the content
 
 
 class ChatChunkChoice(_Strict):
