@@ -120,7 +120,7 @@ class Service:
         tools: list[dict] | None = None,
         kwargs: Mapping[str, Any] | None = None,
     ) -> list[int]:
-        return self._render(messages, add_generation_prompt=True, tools=tools, kwargs=kwargs)
+        return self.chat_tokens(messages, add_generation_prompt=True, tools=tools, kwargs=kwargs)
 
     def chat_text(
         self,
@@ -132,15 +132,6 @@ class Service:
         """The rendered prompt as text (its thinking framing is decided on it)."""
         template, _ = self._chat_tools()
         return template.render(messages, add_generation_prompt, tools, kwargs)
-
-    def chat_tokens(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        add_generation_prompt: bool,
-        tools: list[dict] | None = None,
-        kwargs: Mapping[str, Any] | None = None,
-    ) -> list[int]:
-        return self._render(messages, add_generation_prompt, tools, kwargs)
 
     def tokenize_chat(self, text: str) -> list[int]:
         _, tokenize = self._chat_tools()
@@ -195,7 +186,9 @@ class Service:
             upto = (*messages[:count], {**following, "content": ""})
             try:
                 # NOTE: the heads' long pieces (a system prompt) come from the tokenizer's memory
-                head = self._render(upto, add_generation_prompt=False, tools=tools, kwargs=kwargs)
+                head = self.chat_tokens(
+                    upto, add_generation_prompt=False, tools=tools, kwargs=kwargs
+                )
             except InvalidRequestError:  # a template that takes no such head: no mark there
                 continue
             marks.append(common_length(head, prompt))
@@ -222,7 +215,7 @@ class Service:
             self._closing = tuple(self.model.tokenize(between, False)) if between else ()
         return self._closing
 
-    def _render(
+    def chat_tokens(
         self,
         messages: Sequence[Mapping[str, Any]],
         add_generation_prompt: bool,

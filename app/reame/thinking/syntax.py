@@ -14,6 +14,7 @@ Four renderings answer everything Reame needs:
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -109,7 +110,7 @@ def _from_switch(template: ChatTemplate) -> tuple[str, str, str, str] | None:
     off = _render(template, [_user(USER)], enable_thinking=False)
     if on is None or off is None or on == off:
         return None
-    common = common_prefix(on, off)
+    common = len(os.path.commonprefix([on, off]))
     tail_on, tail_off = on[common:], off[common:]
     if not tail_on.strip() and off.startswith(on):
         opens = _markers(on[-64:])
@@ -122,12 +123,3 @@ def _from_switch(template: ChatTemplate) -> tuple[str, str, str, str] | None:
         at = tail_off.index(pair[1])
         return pair[0], pair[1], tail_off[:at].rstrip() + "\n", "\n" + tail_off[at:]
     return None
-
-
-def common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
