@@ -83,7 +83,10 @@ def test_a_verify_run_that_crosses_the_thoughts_end_goes_on(tmp_path) -> None:
         finally:
             assert engine.close()
         assert runs[1].tokens == written
-        assert runs[1].finish.num_accepted_drafts > at  # drafts were kept across the close
+        accepted = runs[1].finish.num_accepted_drafts
+        assert accepted > at  # drafts were kept across the close
+        if at > 4:  # NOTE: more drafts kept than the answer holds: the thought's too
+            assert accepted > len(written) - at - 1
         assert content(runs[1]) == content(runs[0])
 
 
