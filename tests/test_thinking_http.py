@@ -326,4 +326,3 @@ def test_inline_format_leaves_the_thought_in_content_between_its_markers() -> No
         jsonschema.validate(json.loads(bound.content), PERSON)
     finally:
         srv.stop()
-
