@@ -103,3 +103,25 @@ def test_an_end_written_inside_the_thought_is_its_close_and_an_answer_follows() 
     assert run.tokens[0] == CLOSE  # in the end's place
     assert EOS not in run.tokens[:2]  # no end before an answer has words
     assert run.finish.num_reasoning_tokens == 0
+
+
+def test_no_draft_lets_an_end_through_before_the_answer_has_words(tmp_path) -> None:
+    """The model wants to end at every token (a logit bias): inside the thought its end is the
+    close, right after it the end is masked out until the answer has a word. The same request
+    again drafts from the first one's tokens; a verify run there would have taken the end
+    unmasked and answered nothing (before the fix)."""
+    archive = Palimpsest(tmp_path, "fake", 1 << 20)
+    engine, _ = make_engine(speculation=Speculation(SpecController("on", 8), archive))
+    try:
+        runs = []
+        for _ in range(2):
+            run = Run()
+            params = greedy(12, logit_bias={EOS: 100.0})
+            engine.submit(GenerationRequest([3, 4, 5], params, thought=thought(CLOSE)), run.sink)
+            run.wait()
+            runs.append(run)
+    finally:
+        assert engine.close()
+    for run in runs:
+        assert run.tokens[0] == CLOSE and content(run)
+    assert content(runs[1]) == content(runs[0])

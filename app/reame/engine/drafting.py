@@ -42,7 +42,9 @@ def add_drafts(spec: Speculation, running: Seq[Sequence], context_length: int) -
     decoding = [s for s in running if s.is_decoding]
     for seq in decoding:
         seq.drafts = []
-        if not seq.drafters:
+        # NOTE: right after a thought, the answer's first words are sampled with its end
+        # masked out (update.py): a verify run would let a drafted end through
+        if not seq.drafters or (seq.thought is not None and seq.thought.awaits_answer):
             continue
         proposal = best_proposal(controller, seq, len(decoding) - 1, context_length)
         if proposal is not None:
