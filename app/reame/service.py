@@ -7,6 +7,7 @@ engine calls each request's sink on its own thread, and the sink hands events ac
 from __future__ import annotations
 
 import asyncio
+import functools
 import queue
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -85,7 +86,6 @@ class Service:
         """`template_source`: the chat template in force (a user's file), else the GGUF's."""
         self.model, self.engine, self.reuse = model, engine, reuse
         self.template_source = template_source or model.chat_template
-        self._thinking: tuple[ThinkingSyntax | None] | None = None
         self.cache = reuse.cache  # None: the prefix cache is off
         self.sessions = reuse.sessions
         self.grammars = grammars
@@ -137,23 +137,21 @@ class Service:
         _, tokenize = self._chat_tools()
         return self._one_bos(tokenize(text))
 
-    @property
+    @functools.cached_property
     def thinking(self) -> ThinkingSyntax | None:
         """How the template in force writes a thought (probed once); None: its model does not
         think, or there is no template."""
-        if self._thinking is None:
-            found = None
-            if self.template_source:
-                template, _ = self._chat_tools()
-                found = analyse(template)
-            self._thinking = (found,)
-        return self._thinking[0]
+        if not self.template_source:
+            return None
+        template, _ = self._chat_tools()
+        return analyse(template)
 
-    def thought_spec(self, end: PromptEnd, budget: int | None) -> ThoughtSpec | None:
-        """What the engine needs to tell a thought apart, close it and bound it, for a prompt
-        that ends `end`; None when no thought can come (a closed one, or no thinking)."""
+    @functools.cached_property
+    def _thought_base(self) -> ThoughtSpec | None:
+        """The template's thought in this model's tokens (tokenized once): markers that are one
+        token, the closing run the engine writes."""
         syntax = self.thinking
-        if syntax is None or end is PromptEnd.CLOSED:
+        if syntax is None:
             return None
         markers = []
         for text in (syntax.open, syntax.close):
@@ -161,9 +159,15 @@ class Service:
             if len(ids) == 1:
                 markers.append((ids[0], text))
         close = tuple(self.model.tokenize(syntax.close_run, add_special=False))
-        return ThoughtSpec(
-            syntax.open, syntax.close, close, end is PromptEnd.OPEN, budget, tuple(markers)
-        )
+        return ThoughtSpec(syntax.open, syntax.close, close, False, None, tuple(markers))
+
+    def thought_spec(self, end: PromptEnd, budget: int | None) -> ThoughtSpec | None:
+        """What the engine needs to tell a thought apart, close it and bound it, for a prompt
+        that ends `end`; None when no thought can come (a closed one, or no thinking)."""
+        base = self._thought_base
+        if base is None or end is PromptEnd.CLOSED:
+            return None
+        return replace(base, is_open=end is PromptEnd.OPEN, budget=budget)
 
     def chat_marks(
         self,
