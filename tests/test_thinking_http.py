@@ -16,6 +16,7 @@ from openai import BadRequestError, OpenAI
 
 from reame.llama import Model
 from server_process import ServerProcess, free_port, small_server
+from reame_command import reame_command
 
 pytestmark = pytest.mark.model
 
@@ -273,19 +274,11 @@ def _first_token_of(path: Path, text: str) -> int:
 def test_a_template_file_that_does_not_render_stops_the_start_with_one_line(
     tmp_path: Path,
 ) -> None:
-    import subprocess
-    import sys
-
     bad = tmp_path / "bad.jinja"
     bad.write_text("{{ raise_exception('no system messages here') }}")
     for path in (bad, tmp_path / "missing.jinja"):
         command = ["serve", "--port", str(free_port()), "--chat-template-file", str(path)]
-        done = subprocess.run(
-            [sys.executable, "-m", "reame.cli.main", *command],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = reame_command(*command, timeout=120)
         assert done.returncode != 0
         line = done.stderr.strip().splitlines()[-1]
         assert "chat_template_file" in line and str(path) in line
