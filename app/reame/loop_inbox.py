@@ -23,7 +23,8 @@ class LoopInbox:
     emits a step's events, then calls `wake` as it enters the next llama_decode (a wake-up
     per token, or one while the engine still needs the GIL, costs the decode threads time on
     a 2-core machine). Tokens are gathered for `interval` seconds between wake-ups; a
-    stream's first token and every finish go out at once."""
+    stream's first visible token (text or thought: a thinking model's first tokens are often
+    framing whitespace that shows nothing) and every finish go out at once."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
         self._loop, self._interval = loop, interval
@@ -33,12 +34,14 @@ class LoopInbox:
         self._last_wake = 0.0
 
     def sink(self, events: asyncio.Queue[ChoiceEvent], index: int) -> Callable[[Event], None]:
-        is_first = True
+        has_shown = False
 
         def put(event: Event) -> None:  # on the engine thread
-            nonlocal is_first
-            if is_first or isinstance(event, FinishEvent):
-                self._is_urgent, is_first = True, False
+            nonlocal has_shown
+            if isinstance(event, FinishEvent):
+                self._is_urgent = True
+            elif not has_shown and (event.text or event.reasoning):
+                self._is_urgent = has_shown = True
             self._items.append((events, ChoiceEvent(index, event)))
 
         return put

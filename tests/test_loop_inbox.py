@@ -1,0 +1,68 @@
+"""Engine events handed to an event loop: what goes out at once and what is gathered."""
+
+from __future__ import annotations
+
+import asyncio
+
+from reame.engine.request import Finish, FinishEvent, TokenEvent
+from reame.loop_inbox import ChoiceEvent, LoopInbox
+
+LONG = 60.0  # a gathering interval no test waits out
+
+
+def drained(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[ChoiceEvent]) -> list[object]:
+    loop.run_until_complete(asyncio.sleep(0))
+    out = []
+    while not queue.empty():
+        out.append(queue.get_nowait().event)
+    return out
+
+
+def test_the_first_token_that_shows_goes_out_at_once_after_framing_that_shows_nothing() -> None:
+    # a thinking model's first token is often the template's newline, which shows nothing; the
+    # first words of its thought must not wait out the interval behind it (they did: ~30 ms of
+    # every thinking stream's time to first token)
+    loop = asyncio.new_event_loop()
+    try:
+        inbox = LoopInbox(loop, LONG)
+        queue: asyncio.Queue[ChoiceEvent] = asyncio.Queue()
+        put = inbox.sink(queue, 0)
+        framing = TokenEvent(1, "", in_thought=True)
+        put(framing)
+        inbox.wake()
+        assert drained(loop, queue) == [framing]
+        first_words = TokenEvent(2, "", reasoning="Let me", in_thought=True)
+        put(first_words)
+        inbox.wake()
+        assert drained(loop, queue) == [first_words]
+        later = TokenEvent(3, "", reasoning=" see", in_thought=True)
+        put(later)
+        inbox.wake()
+        assert drained(loop, queue) == []  # gathered: the interval has not passed
+        finish = FinishEvent(Finish.STOP, "", 5, 3)
+        put(finish)
+        inbox.wake()
+        assert drained(loop, queue) == [later, finish]  # a finish goes out at once
+    finally:
+        loop.close()
+
+
+def test_each_stream_has_its_own_first_visible_token() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        inbox = LoopInbox(loop, LONG)
+        first: asyncio.Queue[ChoiceEvent] = asyncio.Queue()
+        second: asyncio.Queue[ChoiceEvent] = asyncio.Queue()
+        put_first, put_second = inbox.sink(first, 0), inbox.sink(second, 0)
+        put_first(TokenEvent(1, "Hello"))
+        inbox.wake()
+        assert len(drained(loop, first)) == 1
+        put_first(TokenEvent(2, " there"))
+        inbox.wake()
+        assert drained(loop, first) == []
+        opening = TokenEvent(3, "Hi")
+        put_second(opening)
+        inbox.wake()
+        assert drained(loop, second) == [opening]
+    finally:
+        loop.close()
