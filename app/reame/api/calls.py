@@ -63,6 +63,7 @@ class Call:
         self.served, self.body = served, body
         self.grammar_spec = requested_grammar(body)
         self.best_of = served.candidates(body, session_id)
+        served.check_room(body, self.best_of)
         if self.best_of > 1:
             vote_on = body.vote_on or ("json" if is_json(self.grammar_spec) else None)
             self.vote_rule = served.vote_rule(vote_on)

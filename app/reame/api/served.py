@@ -72,6 +72,45 @@ class Served:
                     raise ApiError(400, reason, "best_of", "invalid_value")
         return body.best_of
 
+    def check_room(self, body: ChatRequest | CompletionRequest, best_of: int) -> None:
+        """Refuse, before anything is rendered or tokenized, a request that needs more
+        sequences (prompts x n x best_of) than the server has places: a 400 if it never could
+        have them, a 429 if they are taken now."""
+        engine = self.service.engine
+        places = num_prompts(body) * body.n * best_of
+        if places > engine.max_places:
+            raise ApiError(
+                400,
+                f"this request needs {places} sequences (prompts x n x best_of) but the server "
+                f"has {engine.max_places} places in all (parallel + max_waiting)",
+                "n",
+                "invalid_value",
+            )
+        if places > engine.num_free_places:
+            raise ApiError(
+                429,
+                f"this request needs {places} sequences and {max(engine.num_free_places, 0)} "
+                "are free; retry shortly",
+                code="server_busy",
+                headers={"retry-after": "1"},
+            )
+
+    def check_prompt_list(self, body: dict[str, object]) -> None:
+        """The cap on a completion's prompt list, on the raw JSON before it is validated (each
+        prompt would be validated, walked and tokenized): the places bound it."""
+        prompt = body.get("prompt")
+        if not isinstance(prompt, list) or all(isinstance(x, int) for x in prompt[:1]):
+            return
+        limit = self.service.engine.max_places
+        if len(prompt) > limit:
+            raise ApiError(
+                400,
+                f"the prompt list holds {len(prompt)} prompts; this server takes at most "
+                f"{limit} in one request (its parallel + max_waiting places)",
+                "prompt",
+                "invalid_value",
+            )
+
     def vote_rule(self, name: str | None) -> str | re.Pattern[str]:
         """A request names a rule; it never sends a pattern to run here (a pattern can take
         exponential time, on the event loop): patterns come from the operator's vote_rules."""

@@ -9,6 +9,7 @@ import contextlib
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import uuid4
@@ -213,7 +214,9 @@ def create_app(
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> HTTPResponse | None:
-        return await serve_call(request, parse(request, CompletionRequest))
+        return await serve_call(
+            request, parse(request, CompletionRequest, served.check_prompt_list)
+        )
 
     async def serve_call(
         request: Request, body: ChatRequest | CompletionRequest
@@ -304,13 +307,20 @@ def create_app(
     return app
 
 
-def parse(request: Request, model: type[ChatRequest] | type[CompletionRequest]):
+def parse(
+    request: Request,
+    model: type[ChatRequest] | type[CompletionRequest],
+    check: Callable[[dict[str, object]], None] | None = None,
+):
+    """The body validated; `check` runs first on the raw JSON (a cap on its size of work)."""
     try:
         body = request.json
     except BadRequest as exc:
         raise ApiError(400, "The request body is not valid JSON", code="invalid_json") from exc
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object", code="invalid_json")
+    if check is not None:
+        check(body)
     check_text(body)
     try:
         return model.model_validate(body)

@@ -214,6 +214,11 @@ class Engine:
         self._publish_counts()  # NOTE: before the event, so a caller that saw it sees the count
 
     @property
+    def max_places(self) -> int:
+        """Requests running and waiting at most: a request that needs more never fits."""
+        return self._max_in_flight
+
+    @property
     def num_free_places(self) -> int:
         """Requests that would be accepted now (a hint: others may race)."""
         return self._max_in_flight - self._num_in_flight
