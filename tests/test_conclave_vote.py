@@ -47,6 +47,15 @@ def test_line_is_the_first_line_normalized() -> None:
     assert extract("   \n", "line") is None
 
 
+@pytest.mark.timeout(10)
+def test_a_long_line_of_punctuation_is_read_in_linear_time() -> None:
+    # the trailing strip was a regex, `[\s.!?,;:*_`"']+$`, that tried every start of the run:
+    # a 200,000-character answer of dots held the event loop for minutes (quadratic)
+    dots = "." * 200_000
+    assert extract(dots + "x", "line") is None  # too long to be a short answer
+    assert extract("Paris" + dots, "line") == "paris"
+
+
 def test_auto_prefers_a_named_choice_then_a_number_then_the_line() -> None:
     assert extract("There are 3 options; the answer is B.", "auto") == "B"
     assert extract("Two plus two makes 4.", "auto") == "4"

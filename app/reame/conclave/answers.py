@@ -19,7 +19,9 @@ MAX_LINE_CHARS = 200  # a first line longer than this is not a short answer
 _NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])-?\d+(?:\.\d+)?")
 _CHOICE_NAMED = re.compile(r"(?i:answer|option|choice)\W{0,3}(?:is\W{0,3})?\(?([A-E])\b(?![a-z'])")
 _CHOICE_OPENING = re.compile(r"^\W{0,3}\(?([A-E])(?:[).:]|\s*$|\s+-)")
-_TRAILING = re.compile(r"[\s.!?,;:*_`\"']+$")
+# NOTE: stripped by hand, not by a regex: `[...]+$` tries every start of a long run of these
+# and takes quadratic time on a line of dots that ends otherwise
+_TRAILING_PUNCTUATION = ".!?,;:*_`\"'"
 _LEADING = re.compile(r"^[\s*_`\"'#>-]+")
 
 
@@ -89,10 +91,17 @@ def first_line(text: str) -> str | None:
     """The first non-empty line, lower-cased, markup and end punctuation stripped, spaces
     collapsed; None if there is none or it is too long to be a short answer."""
     for line in text.splitlines():
-        line = _TRAILING.sub("", _LEADING.sub("", line))
+        line = _strip_end(_LEADING.sub("", line))
         if line:
             return " ".join(line.lower().split()) if len(line) <= MAX_LINE_CHARS else None
     return None
+
+
+def _strip_end(line: str) -> str:
+    end = len(line)
+    while end and (line[end - 1].isspace() or line[end - 1] in _TRAILING_PUNCTUATION):
+        end -= 1
+    return line[:end]
 
 
 def _by_pattern(text: str, pattern: re.Pattern[str]) -> str | None:
