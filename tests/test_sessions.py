@@ -77,3 +77,40 @@ def test_a_session_belongs_to_its_owner_and_one_id_names_one_session_per_owner()
     assert alice is not None and alice.num_bytes == 10 and alice.num_turns == 1
     assert [s.owner for s in store.list(owner="alice")] == ["alice"]
     assert store.delete("chat", owner="alice") and store.get("chat", owner="bob") is not None
+
+
+def test_the_store_holds_under_threads() -> None:
+    # the prefix lookup reads sessions on the worker threads while the loop opens, lists and
+    # deletes them: unlocked, an iteration met a change of size (RuntimeError: a 500)
+    import sys
+    import threading
+
+    store = SessionStore(max_sessions=8, max_bytes=1 << 20, idle_seconds=3600)
+    errors: list[BaseException] = []
+
+    def churn(owner: str) -> None:
+        try:
+            for i in range(3000):
+                sid = f"s{i % 13}"
+                store.save(sid, state(16), owner)
+                store.get(f"s{(i + 5) % 13}", owner)
+                store.list(owner)
+                store.expire()
+                if i % 7 == 0:
+                    store.delete(sid, owner)
+        except BaseException as exc:  # noqa: BLE001 - any failure on a thread is the finding
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=churn, args=(f"key{k}",)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert len(store) <= store.max_sessions
+    assert store.num_bytes <= store.max_bytes

@@ -2,13 +2,14 @@
 
 Bounded in number and in bytes (least recently used goes first) and expired when idle. A session
 belongs to the key that made it (`owner`, a digest of the bearer key): under another key the same
-id names another session, so no key can list, read, extend or delete another's. Used from one
-event loop only, so it holds no locks; a state kept on the engine thread (after warm-ahead) comes
-in through a queue the loop's next use empties.
+id names another session, so no key can list, read, extend or delete another's. Used from the
+event loop and from the worker threads that look prefixes up, so every use holds one lock; a
+state kept on the engine thread (after warm-ahead) comes in through a queue the next use empties.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -55,48 +56,54 @@ class SessionStore:
         self._clock = clock
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._later: deque[tuple[str, str, SavedState]] = deque()  # NOTE: append is atomic
+        self._lock = threading.RLock()
 
     @property
     def num_bytes(self) -> int:
-        return sum(s.num_bytes for s in self._sessions.values())
+        with self._lock:
+            return sum(s.num_bytes for s in self._sessions.values())
 
     def __len__(self) -> int:
         return len(self._sessions)
 
     def get(self, session_id: str, owner: str = "") -> Session | None:
-        self._take_later()
-        self.expire()
-        key = (owner, session_id)
-        session = self._sessions.get(key)
-        if session is not None:
-            session.last_used = self._clock()
-            self._sessions.move_to_end(key)
-        return session
+        with self._lock:
+            self._take_later()
+            self.expire()
+            key = (owner, session_id)
+            session = self._sessions.get(key)
+            if session is not None:
+                session.last_used = self._clock()
+                self._sessions.move_to_end(key)
+            return session
 
     def open(self, session_id: str, owner: str = "") -> Session:
-        session = self.get(session_id, owner)
-        if session is None:
-            now = self._clock()
-            key = (owner, session_id)
-            session = self._sessions[key] = Session(session_id, owner, now, now)
-            self._evict(keep=key)
-            self._publish()
-        return session
+        with self._lock:
+            session = self.get(session_id, owner)
+            if session is None:
+                now = self._clock()
+                key = (owner, session_id)
+                session = self._sessions[key] = Session(session_id, owner, now, now)
+                self._evict(keep=key)
+                self._publish()
+            return session
 
     def save(self, session_id: str, state: SavedState, owner: str = "") -> None:
-        session = self.count_turn(session_id, owner)
-        self._keep(session, state)
+        with self._lock:
+            session = self.count_turn(session_id, owner)
+            self._keep(session, state)
 
     def count_turn(self, session_id: str, owner: str = "") -> Session:
         """A turn of the session ended (its state may come later, through pin_later)."""
-        session = self.open(session_id, owner)
-        session.num_turns += 1
-        session.last_used = self._clock()
-        return session
+        with self._lock:
+            session = self.open(session_id, owner)
+            session.num_turns += 1
+            session.last_used = self._clock()
+            return session
 
     def pin_later(self, session_id: str, state: SavedState, owner: str = "") -> None:
-        """From any thread: keep `state` for the session once the event loop next uses the
-        store, if the session still exists and has not moved on past it meanwhile."""
+        """From any thread: keep `state` for the session once the store is next used, if
+        the session still exists and has not moved on past it meanwhile."""
         self._later.append((owner, session_id, state))
 
     def _take_later(self) -> None:
@@ -120,24 +127,27 @@ class SessionStore:
         self._publish()
 
     def delete(self, session_id: str, owner: str = "") -> bool:
-        self._take_later()
-        is_deleted = self._sessions.pop((owner, session_id), None) is not None
-        self._publish()
-        return is_deleted
+        with self._lock:
+            self._take_later()
+            is_deleted = self._sessions.pop((owner, session_id), None) is not None
+            self._publish()
+            return is_deleted
 
     def list(self, owner: str = "") -> list[Session]:
-        self._take_later()
-        self.expire()
-        return [s for s in self._sessions.values() if s.owner == owner]
+        with self._lock:
+            self._take_later()
+            self.expire()
+            return [s for s in self._sessions.values() if s.owner == owner]
 
     def expire(self) -> int:
-        cutoff = self._clock() - self.idle_seconds
-        stale = [sid for sid, s in self._sessions.items() if s.last_used < cutoff]
-        for sid in stale:
-            del self._sessions[sid]
-        if stale:
-            self._publish()
-        return len(stale)
+        with self._lock:
+            cutoff = self._clock() - self.idle_seconds
+            stale = [sid for sid, s in self._sessions.items() if s.last_used < cutoff]
+            for sid in stale:
+                del self._sessions[sid]
+            if stale:
+                self._publish()
+            return len(stale)
 
     def _publish(self) -> None:
         metrics.SESSIONS.set(len(self._sessions))
