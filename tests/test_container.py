@@ -117,6 +117,8 @@ def reame_container(
         .with_env("REAME_THREADS", "2")
         .with_env("REAME_CONTEXT_LENGTH", "1024")
         .with_env("REAME_LOG_FORMAT", "json")
+        # NOTE: the tests publish on the host only; the image refuses no keys otherwise
+        .with_env("REAME_ALLOW_UNAUTHENTICATED", "true")
         .with_kwargs(
             extra_hosts={"host.docker.internal": "host-gateway"}, healthcheck=FAST_HEALTHCHECK
         )
@@ -222,6 +224,16 @@ def still_running_unhealthy(container, reason: str) -> None:
     assert (wrapped.attrs["State"]["Status"], wrapped.attrs["RestartCount"]) == ("running", 0)
     logged = [line for line in wrapped.logs().decode().splitlines() if reason in line]
     assert len(logged) == 1, wrapped.logs().decode()[-3000:]
+
+
+def test_the_bare_image_without_keys_refuses_to_serve(models_volume: str, volume) -> None:
+    c = reame_container(models_volume, volume("state"))
+    c.env.pop("REAME_ALLOW_UNAUTHENTICATED")
+    c.start()
+    try:
+        still_running_unhealthy(c, "without API keys")
+    finally:
+        c.stop()
 
 
 def test_a_missing_model_is_one_log_line_and_an_unhealthy_status(volume) -> None:

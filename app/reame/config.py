@@ -74,6 +74,11 @@ class Settings(BaseSettings):
         default_factory=list, description="bearer keys; REAME_API_KEYS takes a comma list"
     )
     api_key_file: Path | None = Field(None, description="file with one bearer key a line")
+    allow_unauthenticated: bool = Field(
+        False,
+        description="serve without API keys on an address other than loopback (refused "
+        "otherwise: anyone who reaches the port could use the server)",
+    )
     metrics_auth: bool = Field(False, description="require a key for /metrics too")
     max_waiting: int = Field(64, ge=0, description="requests queued beyond the running ones")
     max_wait_seconds: float = Field(

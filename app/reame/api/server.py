@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import os
 import re
 import time
@@ -58,6 +59,7 @@ MAX_SESSION_ID = 128  # as the body's session_id field
 # max_wait_seconds instead; a stream keeps its connection alive with heartbeats.
 NO_RESPONSE_TIMEOUT = 7 * 24 * 3600
 EXIT_AFTER_DEATH_SECONDS = 2.0  # /health says why for this long before the process exits
+HIDDEN_REASON = "the reason is in the server log (and shown to loopback clients and key holders)"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
@@ -138,6 +140,17 @@ def create_app(
         request.ctx.is_stream = False
         request.ctx.owner = key_owner(request.headers.get("authorization"), keys)
         structlog.contextvars.bind_contextvars(request_id=request.ctx.request_id)
+        # NOTE: the key first: why the server fails is for those who may use it
+        if needs_key(request.path) and not is_authorized(
+            request.headers.get("authorization"), keys
+        ):
+            return error_response(
+                ApiError(
+                    401,
+                    "Incorrect API key provided: send 'Authorization: Bearer <key>'",
+                    code="invalid_api_key",
+                )
+            )
         if state.failure is not None and request.path.startswith("/v1/"):
             return error_response(ApiError(503, state.failure, code="engine_failed"))
         if state.is_refusing and request.path.startswith("/v1/"):
@@ -147,16 +160,6 @@ def create_app(
                     "The server is shutting down",
                     code="shutting_down",
                     headers={"retry-after": "5"},
-                )
-            )
-        if needs_key(request.path) and not is_authorized(
-            request.headers.get("authorization"), keys
-        ):
-            return error_response(
-                ApiError(
-                    401,
-                    "Incorrect API key provided: send 'Authorization: Bearer <key>'",
-                    code="invalid_api_key",
                 )
             )
         return None
@@ -172,18 +175,23 @@ def create_app(
     def engine_problem() -> str | None:
         return state.failure or runtime.service.failure
 
+    def shown(request: Request, reason: str) -> str:
+        """A failure's reason, for loopback (a container's health check) and key holders."""
+        authorized = not keys or is_authorized(request.headers.get("authorization"), keys)
+        return reason if authorized or is_loopback(request.ip) else HIDDEN_REASON
+
     @app.get("/health")
-    async def health(_: Request) -> HTTPResponse:
+    async def health(request: Request) -> HTTPResponse:
         if failure := engine_problem():
-            return json({"status": "error", "reason": failure}, status=503)
+            return json({"status": "error", "reason": shown(request, failure)}, status=503)
         if problem:
-            return json({"status": "degraded", "reason": problem}, status=503)
+            return json({"status": "degraded", "reason": shown(request, problem)}, status=503)
         return json({"status": "ok"})
 
     @app.get("/ready")
-    async def ready(_: Request) -> HTTPResponse:
+    async def ready(request: Request) -> HTTPResponse:
         if failure := engine_problem():
-            return error_response(ApiError(503, failure, code="not_ready"))
+            return error_response(ApiError(503, shown(request, failure), code="not_ready"))
         if state.is_draining:  # a proxy's health check takes this replica out of rotation
             return error_response(ApiError(503, "The server is shutting down", code="draining"))
         return json({"status": "ready", "model": model_id})
@@ -387,7 +395,7 @@ def run_server(settings: Settings) -> None:
         log.error("state not persisted", reason=problem)
     app = create_app(runtime, settings, keys, problem)
     log.info("serving", url=f"http://{settings.host}:{settings.port}", auth=bool(keys))
-    if not keys:
+    if not keys and not is_loopback(settings.host):
         log.warning("no API keys configured: the server is unauthenticated", host=settings.host)
     app.run(host=settings.host, port=settings.port, single_process=True, access_log=False)
     if app.ctx.state.failure is not None:
@@ -400,6 +408,13 @@ def prepare(settings: Settings) -> tuple[list[str], str | None, Runtime]:
     # only: a state directory can hold what other keys' users sent
     os.umask(0o077)
     keys = load_api_keys(settings)
+    if not keys and not settings.allow_unauthenticated and not is_loopback(settings.host):
+        raise ConfigError(
+            f"serving on {settings.host} without API keys would let anyone who reaches the "
+            "port use this server: set api_key_file or api_keys (REAME_API_KEY_FILE, "
+            "REAME_API_KEYS, --api-key), or allow_unauthenticated = true "
+            "(--allow-unauthenticated) if something in front of it already checks who comes in"
+        )
     if settings.best_of > settings.max_best_of:
         raise ConfigError(
             f"best_of is {settings.best_of}, but a Conclave here holds at most "
@@ -409,11 +424,23 @@ def prepare(settings: Settings) -> tuple[list[str], str | None, Runtime]:
     return keys, problem, Runtime(settings)  # NOTE: last: a bad key file fails before loading
 
 
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a name: it may resolve to any address
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 on a dual-stack socket
+    return (mapped or address).is_loopback
+
+
 def hold(error: ReameError, host: str, port: int) -> None:
     """Reame could not start: answer every request with why (503), /health included, so a
     container shows the reason in its health status instead of restarting in a loop."""
     log.error("cannot start", reason=str(error))
     failure = ApiError(503, f"Reame could not start: {error}", code=error.code)
+    hidden = ApiError(503, f"Reame could not start: {HIDDEN_REASON}", code=error.code)
     app = Sanic("reame_hold", configure_logging=False)
     app.config.MOTD = False
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -421,8 +448,10 @@ def hold(error: ReameError, host: str, port: int) -> None:
     @app.route("/", methods=methods, name="root")
     @app.route("/<path:path>", methods=methods)
     async def answer(request: Request, path: str = "") -> HTTPResponse:
+        # NOTE: no key can be checked here (the keys may be what failed): loopback only
+        told = failure if is_loopback(request.ip) else hidden
         if request.path == "/health":
-            return json({"status": "error", "reason": failure.message}, status=503)
-        return error_response(failure)
+            return json({"status": "error", "reason": told.message}, status=503)
+        return error_response(told)
 
     app.run(host=host, port=port, single_process=True, access_log=False)

@@ -27,6 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY",
         help="require this bearer key on /v1/* (repeat for several; or REAME_API_KEYS)",
     )
+    p.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        default=None,
+        help="serve without keys on an address other than loopback (refused otherwise)",
+    )
     p.set_defaults(handler=serve)
 
 
@@ -34,7 +40,13 @@ def serve(args: argparse.Namespace) -> int:
     from reame.api.server import hold, run_server  # NOTE: Sanic is imported only when serving
 
     try:
-        loaded = settings_from_args(args, host=args.host, port=args.port, api_keys=args.api_keys)
+        loaded = settings_from_args(
+            args,
+            host=args.host,
+            port=args.port,
+            api_keys=args.api_keys,
+            allow_unauthenticated=args.allow_unauthenticated,
+        )
     except ConfigError as exc:
         address = hold_address(args, os.environ)
         if address is None:
