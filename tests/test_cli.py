@@ -176,6 +176,15 @@ def test_config_check_passes_and_show_says_where_values_came_from(tmp_path: Path
     assert "auto:" in lines["context_length"]
 
 
+def test_config_show_hides_a_password_in_a_url(tmp_path: Path) -> None:
+    # before the fix it printed the store's URL whole, password and all
+    (tmp_path / "reame.conf").write_text('shared_store = "redis://:s3cret-pw@127.0.0.1:6399/0"\n')
+    show = reame("config", "show", cwd=tmp_path)
+    assert show.returncode == 0, show.stderr
+    assert "s3cret-pw" not in show.stdout + show.stderr
+    assert "redis://:***@127.0.0.1:6399/0" in show.stdout
+
+
 def test_a_config_check_with_an_unknown_model_names_the_key(tmp_path: Path) -> None:
     (tmp_path / "reame.conf").write_text('model = "nosuch"\n')
     assert_one_line_error(reame("config", "check", cwd=tmp_path), "key 'model'", "unknown model")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from urllib.parse import urlsplit, urlunsplit
 
 from reame.cli.common import add_settings_flags, settings_from_args
 from reame.config import Settings
@@ -45,9 +46,25 @@ def show_settings(args: argparse.Namespace) -> int:
         value = tuned_values.get(key, getattr(settings, key))
         if key in SECRETS:  # NOTE: a terminal, a log or a bug report is no place for a key
             value = f"<{len(value)} hidden>" if value else "[]"
+        elif isinstance(value, str):
+            value = without_password(value)
         origin = tuned_reasons.get(key, loaded.origins[key])
         print(f"{key:<{width}} = {value!s:<24} # {origin}")
     return 0
+
+
+def without_password(value: str) -> str:
+    """A URL with its password (redis://:secret@host) shown as ***; any other value as it is."""
+    try:
+        url = urlsplit(value)
+        password = url.password
+    except ValueError:
+        return value
+    if not password or not url.netloc:
+        return value
+    user, _, host = url.netloc.rpartition("@")
+    name = user.partition(":")[0]
+    return urlunsplit(url._replace(netloc=f"{name}:***@{host}"))
 
 
 def check_settings(args: argparse.Namespace) -> int:
