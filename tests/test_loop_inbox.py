@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from reame.engine.request import Finish, FinishEvent, TokenEvent
-from reame.loop_inbox import ChoiceEvent, LoopInbox
+from reame.loop_inbox import MAX_UNREAD, ChoiceEvent, LoopInbox
 
 LONG = 60.0  # a gathering interval no test waits out
 
@@ -64,5 +64,24 @@ def test_each_stream_has_its_own_first_visible_token() -> None:
         put_second(opening)
         inbox.wake()
         assert drained(loop, second) == [opening]
+    finally:
+        loop.close()
+
+
+def test_a_reader_that_stops_taking_events_has_its_requests_stopped_and_still_gets_the_end() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        inbox = LoopInbox(loop, 0.0)
+        queue: asyncio.Queue[ChoiceEvent] = asyncio.Queue()
+        stopped: list[int] = []
+        put = inbox.sink(queue, 0, lambda: stopped.append(1))
+        for i in range(MAX_UNREAD + 5):
+            put(TokenEvent(i, "x"))
+        finish = FinishEvent(Finish.ABORT, "", 5, MAX_UNREAD + 5)
+        put(finish)
+        inbox.wake()
+        events = drained(loop, queue)
+        assert len(events) == MAX_UNREAD + 1 and events[-1] == finish
+        assert stopped  # the engine is told to stop it (at its next step)
     finally:
         loop.close()

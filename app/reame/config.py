@@ -108,6 +108,16 @@ class Settings(BaseSettings):
     sse_heartbeat_seconds: float = Field(
         10.0, gt=0, le=300, description="a stream silent this long gets an SSE comment line"
     )
+    client_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="a client must send its whole request, take each write of an answer, and "
+        "use an idle connection again within this; otherwise it is cut off (and its work ends)",
+    )
+    max_connections: int = Field(
+        512, ge=1, description="connections open at once; one more is closed as it comes"
+    )
     drain_seconds: float = Field(30.0, ge=0, description="grace for in-flight requests on stop")
     drain_accept_seconds: float = Field(
         0.0,

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from reame.engine.request import Event, FinishEvent
 
 
+MAX_UNREAD = 1024  # events of one call not yet taken by its reader
+
+
 @dataclass(slots=True, frozen=True)
 class ChoiceEvent:
     index: int
@@ -24,16 +27,26 @@ class LoopInbox:
     per token, or one while the engine still needs the GIL, costs the decode threads time on
     a 2-core machine). Tokens are gathered for `interval` seconds between wake-ups; a
     stream's first visible token (text or thought: a thinking model's first tokens are often
-    framing whitespace that shows nothing) and every finish go out at once."""
+    framing whitespace that shows nothing) and every finish go out at once. A call holds at
+    most MAX_UNREAD events its reader has not taken: past that its reader stopped reading (its
+    writes are stuck on a client that does not read), its requests are stopped (`on_unread`)
+    and their tokens dropped, the finish still delivered."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
         self._loop, self._interval = loop, interval
-        self._items: deque[tuple[asyncio.Queue[ChoiceEvent], ChoiceEvent]] = deque()
+        self._items: deque[tuple[asyncio.Queue[ChoiceEvent], ChoiceEvent, Callable[[], None]]] = (
+            deque()
+        )
         self._is_scheduled = False
         self._is_urgent = False
         self._last_wake = 0.0
 
-    def sink(self, events: asyncio.Queue[ChoiceEvent], index: int) -> Callable[[Event], None]:
+    def sink(
+        self,
+        events: asyncio.Queue[ChoiceEvent],
+        index: int,
+        on_unread: Callable[[], None] = lambda: None,
+    ) -> Callable[[Event], None]:
         has_shown = False
 
         def put(event: Event) -> None:  # on the engine thread
@@ -42,7 +55,7 @@ class LoopInbox:
                 self._is_urgent = True
             elif not has_shown and (event.text or event.reasoning):
                 self._is_urgent = has_shown = True
-            self._items.append((events, ChoiceEvent(index, event)))
+            self._items.append((events, ChoiceEvent(index, event), on_unread))
 
         return put
 
@@ -61,5 +74,8 @@ class LoopInbox:
     def _deliver(self) -> None:  # on the loop; NOTE: clear the flag first, then drain
         self._is_scheduled = False
         while self._items:
-            events, choice = self._items.popleft()
+            events, choice, on_unread = self._items.popleft()
+            if events.qsize() >= MAX_UNREAD and not isinstance(choice.event, FinishEvent):
+                on_unread()
+                continue
             events.put_nowait(choice)

@@ -40,6 +40,16 @@ CACHED_PROMPT_TOKENS = Counter(
 GENERATED_TOKENS = Counter("reame_generated_tokens", "Tokens generated", registry=REGISTRY)
 RUNNING = Gauge("reame_running_sequences", "Sequences being computed", registry=REGISTRY)
 WAITING = Gauge("reame_waiting_requests", "Requests waiting for a free sequence", registry=REGISTRY)
+CUT_OFF_CLIENTS = Counter(
+    "reame_cut_off_clients",
+    "Streams cut off because their client stopped reading",
+    registry=REGISTRY,
+)
+REFUSED_CONNECTIONS = Counter(
+    "reame_refused_connections",
+    "Connections closed as they came: max_connections were open",
+    registry=REGISTRY,
+)
 STEP_SECONDS = Histogram(
     "reame_engine_step_seconds",
     "Time of one llama_decode over the batch",

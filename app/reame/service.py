@@ -344,7 +344,10 @@ class Service:
         make = self._group_requests if shared_prompt else self._requests
         requests = await asyncio.to_thread(make, jobs) if self.cache else make(jobs)
         try:
-            sinks = [inbox.sink(events, index) for index in range(len(requests))]
+            sinks = [
+                inbox.sink(events, index, partial(self.engine.abort, request.request_id))
+                for index, request in enumerate(requests)
+            ]
             if shared_prompt:
                 self.engine.submit_group(requests, sinks)
             else:

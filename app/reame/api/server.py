@@ -9,6 +9,7 @@ import contextlib
 import ipaddress
 import os
 import re
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,9 +24,12 @@ from sanic.exceptions import (
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
+    RequestTimeout,
     SanicException,
 )
+from sanic.http import Stage
 from sanic.response import HTTPResponse, json, raw
+from sanic.server.protocols.http_protocol import HttpProtocol
 
 from reame import metrics
 from reame.api import openapi
@@ -59,6 +63,8 @@ MAX_SESSION_ID = 128  # as the body's session_id field
 # max_wait_seconds instead; a stream keeps its connection alive with heartbeats.
 NO_RESPONSE_TIMEOUT = 7 * 24 * 3600
 EXIT_AFTER_DEATH_SECONDS = 2.0  # /health says why for this long before the process exits
+CLOSE_AFTER_408_SECONDS = 1.0
+SEND_BUFFER_BYTES = 64 * 1024  # a few seconds of any stream's tokens
 HIDDEN_REASON = "the reason is in the server log (and shown to loopback clients and key holders)"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
@@ -92,6 +98,8 @@ def create_app(
     app.config.REQUEST_MAX_SIZE = settings.max_body_bytes
     app.config.GRACEFUL_SHUTDOWN_TIMEOUT = settings.drain_seconds
     app.config.RESPONSE_TIMEOUT = NO_RESPONSE_TIMEOUT
+    app.config.REQUEST_TIMEOUT = settings.client_timeout_seconds  # a slow sender is cut off
+    app.config.KEEP_ALIVE_TIMEOUT = settings.client_timeout_seconds
     model_id, names = model_names(settings, runtime)
     sessions = runtime.service.sessions
     served = Served(
@@ -256,10 +264,17 @@ def create_app(
                 | route,
             )
             frames = with_heartbeats(call.frames(), settings.sse_heartbeat_seconds)
-            async with contextlib.aclosing(frames):  # NOTE: a client gone stops its work now
-                async for chunk in frames:
-                    await response.send(chunk)
-            await response.eof()
+            timeout = settings.client_timeout_seconds
+            try:
+                async with contextlib.aclosing(frames):  # NOTE: a client gone stops its work now
+                    async for chunk in frames:
+                        await asyncio.wait_for(response.send(chunk), timeout)
+                await asyncio.wait_for(response.eof(), timeout)
+            except TimeoutError:  # it stopped reading: its work ended as the frames closed
+                log.info("client stopped reading: cut off", seconds=timeout)
+                metrics.CUT_OFF_CLIENTS.inc()
+                request.transport.abort()
+                return None
             observe(request, 200)
             return None
         finally:
@@ -397,7 +412,14 @@ def run_server(settings: Settings) -> None:
     log.info("serving", url=f"http://{settings.host}:{settings.port}", auth=bool(keys))
     if not keys and not is_loopback(settings.host):
         log.warning("no API keys configured: the server is unauthenticated", host=settings.host)
-    app.run(host=settings.host, port=settings.port, single_process=True, access_log=False)
+    CappedProtocol.max_connections = settings.max_connections
+    app.run(
+        host=settings.host,
+        port=settings.port,
+        single_process=True,
+        access_log=False,
+        protocol=CappedProtocol,
+    )
     if app.ctx.state.failure is not None:
         raise EngineDied(app.ctx.state.failure)
 
@@ -422,6 +444,42 @@ def prepare(settings: Settings) -> tuple[list[str], str | None, Runtime]:
         )
     problem = state_problem(settings)
     return keys, problem, Runtime(settings)  # NOTE: last: a bad key file fails before loading
+
+
+class CappedProtocol(HttpProtocol):
+    """Sanic's HTTP protocol with a cap on the connections open at once (one more is closed as
+    it comes, so idle or stalled clients cannot take every file descriptor and all memory), and
+    a send buffer of SEND_BUFFER_BYTES: the kernel's own grows to megabytes, so a client that
+    stopped reading would take thousands of tokens before its writes wait (and time out)."""
+
+    max_connections = 0  # 0: no cap
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self.max_connections and len(self.connections) >= self.max_connections:
+            metrics.REFUSED_CONNECTIONS.inc()
+            transport.abort()
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is not None:  # NOTE: None for a connection closed as it came
+            super().connection_lost(exc)
+
+    def check_timeouts(self) -> None:
+        # NOTE: Sanic reads a body in its handler stage, under the response timeout (days
+        # here, for long silent answers): a body still coming in is held to the request's
+        http = self._http
+        is_receiving = http is not None and http.stage is Stage.HANDLER and http.request_body
+        if self._task and is_receiving and time.monotonic() - self._time > self.request_timeout:
+            http.exception = RequestTimeout("Request Timeout")
+            self._task.cancel()
+            # NOTE: Sanic answers 408 but then waits for the rest of the body: close it
+            self.loop.call_later(CLOSE_AFTER_408_SECONDS, self.transport.abort)
+            return
+        super().check_timeouts()
 
 
 def is_loopback(host: str) -> bool:
