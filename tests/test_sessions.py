@@ -114,3 +114,21 @@ def test_the_store_holds_under_threads() -> None:
     assert errors == []
     assert len(store) <= store.max_sessions
     assert store.num_bytes <= store.max_bytes
+
+
+def test_a_key_past_its_share_loses_its_own_oldest_sessions_only() -> None:
+    # before the fix one key opening sessions evicted everyone's, least recently used first
+    store = SessionStore(max_sessions=8, max_bytes=1 << 20, idle_seconds=3600, max_per_owner=4)
+    store.save("theirs", state(16), "other-key")
+    for i in range(20):
+        store.save(f"mine-{i}", state(16), "flooding-key")
+    assert store.get("theirs", "other-key") is not None
+    mine = [s.session_id for s in store.list("flooding-key")]
+    assert mine == [f"mine-{i}" for i in range(16, 20)]
+
+
+def test_a_server_without_keys_keeps_every_session_it_has_room_for() -> None:
+    store = SessionStore(max_sessions=8, max_bytes=1 << 20, idle_seconds=3600, max_per_owner=4)
+    for i in range(8):
+        store.save(f"s{i}", state(16))
+    assert len(store.list()) == 8

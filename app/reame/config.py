@@ -86,6 +86,14 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(1 << 20, ge=1024, description="largest request body (413 above)")
     max_n: int = Field(8, ge=1, le=64, description="largest n a request may ask for")
+    key_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="with API keys: the share of the request places (running and queued) and of "
+        "the sessions that one key may hold at once (a key over it gets 429s, or loses its own "
+        "oldest session, while the others are served)",
+    )
     best_of: int = Field(
         1, ge=1, le=64, description="Conclave candidates when a request does not say (1: none)"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 
@@ -225,7 +226,10 @@ class Runtime:
         self.controller_saver = PeriodicSave(store, self.speculation.controller)
         self.cache = prefix_cache(settings, self.fingerprint, self.shared)
         sessions = SessionStore(
-            settings.max_sessions, settings.session_memory_mb << 20, settings.session_idle_seconds
+            settings.max_sessions,
+            settings.session_memory_mb << 20,
+            settings.session_idle_seconds,
+            max_per_owner=max(1, math.ceil(settings.key_share * settings.max_sessions)),
         )
         reuse = PrefixReuse(self.cache, sessions, self.context.can_cut)
         self.engine = Engine(

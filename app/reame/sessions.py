@@ -51,8 +51,12 @@ class SessionStore:
         max_bytes: int,
         idle_seconds: float,
         clock: Callable[[], float] = time.time,
+        max_per_owner: int | None = None,
     ) -> None:
+        """`max_per_owner`: sessions one key may hold (its own oldest goes first past it);
+        None: no such bound. The unkeyed owner "" (a server without keys) is never bound."""
         self.max_sessions, self.max_bytes, self.idle_seconds = max_sessions, max_bytes, idle_seconds
+        self.max_per_owner = max_per_owner
         self._clock = clock
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._later: deque[tuple[str, str, SavedState]] = deque()  # NOTE: append is atomic
@@ -84,6 +88,7 @@ class SessionStore:
                 now = self._clock()
                 key = (owner, session_id)
                 session = self._sessions[key] = Session(session_id, owner, now, now)
+                self._evict_own(owner, keep=key)
                 self._evict(keep=key)
                 self._publish()
             return session
@@ -152,6 +157,14 @@ class SessionStore:
     def _publish(self) -> None:
         metrics.SESSIONS.set(len(self._sessions))
         metrics.SESSION_BYTES.set(self.num_bytes)
+
+    def _evict_own(self, owner: str, keep: tuple[str, str]) -> None:
+        """A key past its share loses its own least recently used sessions, nobody else's."""
+        if not owner or self.max_per_owner is None:
+            return
+        own = [k for k in self._sessions if k[0] == owner and k != keep]
+        for k in own[: max(0, len(own) + 1 - self.max_per_owner)]:
+            del self._sessions[k]
 
     def _evict(self, keep: tuple[str, str]) -> None:
         for sid in list(self._sessions):

@@ -16,7 +16,7 @@ from reame.api import openai_format as fmt
 from reame.api.chat_turn import ChatTurn, chat_turn, template_messages
 from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
-from reame.api.served import Served
+from reame.api.served import Served, num_prompts
 from reame.api.sse import DONE, frame
 from reame.api.structured import is_json, requested_grammar
 from reame.api.tool_use import ToolUse, delta_of
@@ -75,6 +75,7 @@ class Call:
         self.params = served.service.sampling(**body.sampling_options())
         self.with_logprobs = self.params.logprobs
         self.jobs: list[Job] = []
+        self.places = 0  # request places counted against the key, from start() to close()
         self.choices: list[fmt.Choice] = []
         self.is_first_token_seen = False
         self.verdict: Verdict | None = None
@@ -88,6 +89,9 @@ class Call:
     async def start(self) -> None:
         """Build the jobs off the loop (a template rendered over a large body, its tokens, the
         prefix lookup) and submit them; the engine's checks and its room refuse them there."""
+        places = num_prompts(self.body) * self.body.n * self.best_of
+        self.served.take_places(self.owner, places)
+        self.places = places
         self.jobs = await asyncio.to_thread(self._make_jobs)
         thinks = self.thought is not None
         self.choices = [
@@ -104,7 +108,9 @@ class Call:
             raise ApiError(400, str(exc), exc.param, exc.code) from exc
 
     async def close(self) -> None:
-        """Stop whatever still runs (a client gone before the end)."""
+        """Stop whatever still runs (a client gone before the end); give the key's places back."""
+        places, self.places = self.places, 0
+        self.served.give_back_places(self.owner, places)
         if self._stream is not None:
             await self._stream.aclose()
 

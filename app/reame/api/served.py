@@ -36,6 +36,8 @@ class Served:
     is_scoped_per_key: bool = False  # tenancy "per_key": prefixes are reused within a key
     thinking: ThinkingDefaults = field(default_factory=ThinkingDefaults)
     reasoning_inline: bool = False  # reasoning_format "inline": thoughts stay in content
+    key_places: int | None = None  # request places one key may hold (None: no keys, no bound)
+    held: dict[str, int] = field(default_factory=dict)  # places each key holds now
 
     def failure(self, finish: FinishEvent) -> ApiError:
         """The HTTP error of an answer that did not come whole."""
@@ -94,6 +96,30 @@ class Served:
                 code="server_busy",
                 headers={"retry-after": "1"},
             )
+
+    def take_places(self, owner: str, places: int) -> None:
+        """Count a call's places against its key's share; a 429 past it (the other keys are
+        still served). Each taking is given back by `give_back_places`."""
+        if not owner or self.key_places is None:
+            return
+        held = self.held.get(owner, 0)
+        if held + places > self.key_places:
+            raise ApiError(
+                429,
+                f"this key holds {held} of the {self.key_places} request places one key may "
+                "hold (key_share); retry when its requests end",
+                code="key_quota",
+                headers={"retry-after": "1"},
+            )
+        self.held[owner] = held + places
+
+    def give_back_places(self, owner: str, places: int) -> None:
+        if owner and self.key_places is not None:
+            left = self.held.get(owner, 0) - places
+            if left > 0:
+                self.held[owner] = left
+            else:
+                self.held.pop(owner, None)
 
     def check_prompt_list(self, body: dict[str, object]) -> None:
         """The cap on a completion's prompt list, on the raw JSON before it is validated (each

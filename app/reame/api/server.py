@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import math
 import os
 import re
 import socket
@@ -114,6 +115,11 @@ def create_app(
         settings.tenancy == "per_key",
         ThinkingDefaults(settings.reasoning_budget, settings.reasoning_effort_budgets),
         settings.reasoning_format == "inline",
+        key_places=(
+            max(1, math.ceil(settings.key_share * runtime.service.engine.max_places))
+            if keys
+            else None
+        ),
     )
     started = int(time.time())
     state = app.ctx.state = ServerState()
