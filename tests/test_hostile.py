@@ -107,14 +107,16 @@ def test_a_session_belongs_to_the_key_that_made_it(server: ServerProcess) -> Non
     assert [s["id"] for s in as_key(ALICE, "GET", "/v1/sessions").json()["data"]] == ["shared-name"]
 
 
-def test_per_key_tenancy_keeps_each_keys_prefixes_apart() -> None:
+@pytest.mark.parametrize("tenancy", [{"REAME_TENANCY": "per_key"}, {}], ids=["set", "default"])
+def test_per_key_tenancy_keeps_each_keys_prefixes_apart(tenancy: dict[str, str]) -> None:
+    # "default": with more than one key, tenancy is per key unless set (it was shared)
     srv = small_server(
         "--api-key",
         ALICE,
         "--api-key",
         BOB,
         context_length=1024,
-        env={"REAME_TENANCY": "per_key"},
+        env=tenancy,
     )
     try:
         system = "You are a careful assistant. " * 30  # a long prompt worth caching

@@ -108,10 +108,11 @@ class Settings(BaseSettings):
         description="named regular expressions a request may vote on by name (a request never "
         "sends a regular expression of its own)",
     )
-    tenancy: Literal["shared", "per_key"] = Field(
-        "shared",
+    tenancy: Literal["auto", "shared", "per_key"] = Field(
+        "auto",
         description="shared: every key reuses every prefix and draft (one team); per_key: the "
-        "prefix cache, resident prompts and the Palimpsest are kept apart per bearer key",
+        "prefix cache, resident prompts and the Palimpsest are kept apart per bearer key; auto: "
+        "per_key with more than one key, else shared",
     )
     sse_heartbeat_seconds: float = Field(
         10.0, gt=0, le=300, description="a stream silent this long gets an SSE comment line"

@@ -436,6 +436,8 @@ def prepare(settings: Settings) -> tuple[list[str], str | None, Runtime]:
     # only: a state directory can hold what other keys' users sent
     os.umask(0o077)
     keys = load_api_keys(settings)
+    if settings.tenancy == "auto":  # NOTE: before the runtime: its archives are scoped by it
+        settings.tenancy = "per_key" if len(keys) > 1 else "shared"
     if not keys and not settings.allow_unauthenticated and not is_loopback(settings.host):
         raise ConfigError(
             f"serving on {settings.host} without API keys would let anyone who reaches the "
