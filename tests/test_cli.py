@@ -343,3 +343,24 @@ def test_run_chats_interactively_in_a_terminal() -> None:
             proc.kill()
             proc.wait()
         os.close(main)
+
+
+def test_bench_without_its_packages_says_how_to_install_them_in_one_line() -> None:
+    # after the README's first command alone (no extras) it died with a traceback on httpx
+    blocker = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.partition('.')[0] in ('httpx', 'matplotlib'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from reame.cli.main import main\n"
+        "sys.exit(main(['bench', '--url', 'http://127.0.0.1:9']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocker], capture_output=True, text=True, env=clean_env()
+    )
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert "httpx and matplotlib" in line and "reame[bench]" in line, done.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 from contextlib import nullcontext
 
 from reame.bench import structured_cli
@@ -21,6 +22,20 @@ from reame.errors import ConfigError
 from reame.runtime import Runtime
 
 
+def need_bench_packages() -> None:
+    missing = []
+    for name in BENCH_NEEDS:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError:
+            missing.append(name)
+    if missing:
+        raise ConfigError(
+            f"reame bench needs {' and '.join(missing)}, which serving does not: "
+            "pip install 'reame[bench]' (in a checkout: pip install -e '.[bench]')"
+        )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
@@ -30,7 +45,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=bench)
 
 
+BENCH_NEEDS = ("httpx", "matplotlib")  # the bench's, not the server's: `pip install reame[bench]`
+
+
 def bench(args: argparse.Namespace) -> int:
+    need_bench_packages()
     family_defaults(args)
     if args.replay:
         return bench_replay(args)
