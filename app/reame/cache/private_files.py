@@ -41,8 +41,9 @@ def open_append(path: Path) -> int:
 def write_atomic(
     path: Path, data: bytes, tmp_dir: Path | None = None, suffix: str = ".part"
 ) -> None:
-    """Temp file (0600, as mkstemp makes it), fsync, rename: a reader sees the old file or the
-    new one, never a part. Raises OSError."""
+    """Temp file (0600, as mkstemp makes it), fsync, rename, fsync of the directory: a reader
+    sees the old file or the new one, never a part, and after a crash the rename is there.
+    Raises OSError."""
     fd, tmp = tempfile.mkstemp(dir=tmp_dir or path.parent, suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -53,3 +54,13 @@ def write_atomic(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: Path) -> None:
+    """A rename is durable once its directory is: fsync it too (POSIX; a no-op elsewhere)."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
