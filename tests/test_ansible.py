@@ -1,11 +1,19 @@
-"""ansible/: the playbook parses, passes ansible-lint (production profile), and converges.
+"""ansible/: the playbook parses, passes ansible-lint (production profile), renders the edge's
+templates into what HAProxy and iptables accept, and converges.
+
+The edge's HAProxy config (templates/haproxy.cfg.j2 over docker/haproxy/haproxy.cfg) is rendered
+by Ansible and checked by `haproxy -c`: TLS on both ways in, no plain HTTP, nothing that
+amplifies (tests/haproxy_config.py). The DOCKER-USER script that keeps a Docker replica's port to
+the edge is rendered and run by iptables in a network namespace of its own.
 
 The converge runs ansible/molecule/default: provision-oracle.yml on two systemd Debian bookworm
-containers, a replica in venv mode (group reame) and the edge (group reame_edge: HAProxy and
-redis-server), then again to prove idempotence (changed=0). Then the verify: a chat completion
-and a /health request from outside through the firewall the playbook opened, a chat completion
-through HAProxy from outside, the prompt's snapshot in the edge's store, and the store closed to
-what is not a replica. The model comes from
+containers, a replica in venv mode (group reame) and the edge (group reame_edge: HAProxy over TLS
+and redis-server), then again to prove idempotence (changed=0). Then the verify: a chat
+completion on the replica, its port open to the edge and closed to the Docker host (not the
+edge), the store's password and the tier's secret generated and kept out of the store's URL, a
+chat completion through HAProxy over HTTPS from outside (checked against the self-signed
+certificate), the prompt's snapshot in the edge's store, and the store closed to what is not a
+replica. The model comes from
 tests/fake_hub.py (the real SmolLM2 file, served on the docker bridge so the container reaches
 it); llama-cpp-python from the prebuilt wheels in REAME_WHEELS_DIR (compiling it in the test
 host would take 15 minutes), e.g. docker/Dockerfile's `wheels` stage:
@@ -16,6 +24,7 @@ host would take 15 minutes), e.g. docker/Dockerfile's `wheels` stage:
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import shutil
@@ -27,6 +36,13 @@ from pathlib import Path
 import pytest
 
 from fake_hub import FakeHub
+from haproxy_config import (
+    amplifications,
+    directives,
+    open_stats_pages,
+    retry_conditions,
+    sections,
+)
 from reame.models.catalog import CATALOG
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +88,134 @@ def test_ansible_lint_passes_the_production_profile() -> None:
     out = run([tool("ansible-lint"), "--offline"], timeout=300, cwd=ANSIBLE)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Profile 'production' was required, and it passed" in out.stdout + out.stderr
+
+
+# -- templates rendered by Ansible itself, run by what reads them -------------------------------
+
+RENDER_PLAYBOOK = """
+- hosts: edge
+  connection: local
+  gather_facts: false
+  vars_files: [{group_vars}]
+  tasks:
+    - ansible.builtin.template: {{src: "{src}", dest: "{dest}", mode: "0644"}}
+"""
+INVENTORY = """
+[reame]
+r1 reame_address=10.0.0.11 reame_port=8000
+r2 reame_address=10.0.0.12 reame_port=8000
+[reame_edge]
+edge reame_address=10.0.0.20
+"""
+
+
+def render(template: str, work: Path, **extra: object) -> str:
+    """ansible/templates/TEMPLATE for the edge of a two-replica inventory, with group_vars/all.yml
+    and `extra` as variables."""
+    (work / "inventory.ini").write_text(INVENTORY)
+    dest = work / template.removesuffix(".j2")
+    playbook = work / "render.yml"
+    playbook.write_text(
+        RENDER_PLAYBOOK.format(
+            group_vars=ANSIBLE / "group_vars" / "all.yml",
+            src=ANSIBLE / "templates" / template,
+            dest=dest,
+        )
+    )
+    extra_vars = {
+        "reame_source_dir": str(ROOT),
+        "ansible_python_interpreter": sys.executable,
+        **extra,
+    }
+    out = run(
+        [
+            tool("ansible-playbook"),
+            "-i",
+            str(work / "inventory.ini"),
+            str(playbook),
+            "-e",
+            json.dumps(extra_vars),
+        ],
+        timeout=300,
+        cwd=work,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return dest.read_text()
+
+
+def self_signed(work: Path) -> Path:
+    pem = work / "reame.pem"
+    made = run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-days", "1", "-subj", "/CN=edge", "-keyout", str(work / "key.pem"),
+         "-out", str(work / "cert.pem")],
+        timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    pem.write_text((work / "cert.pem").read_text() + (work / "key.pem").read_text())
+    return pem
+
+
+def test_the_edges_haproxy_config_ends_tls_serves_no_plain_http_and_does_not_amplify(
+    tmp_path: Path,
+) -> None:
+    text = render("haproxy.cfg.j2", tmp_path, reame_haproxy_by_body=True, reame_haproxy_promex=True)
+    binds = sorted(" ".join(words[1:]) for _, words in directives(text, "bind"))
+    tls = "ssl crt /etc/haproxy/certs/reame.pem alpn h2,http/1.1"
+    assert binds == ["127.0.0.1:8404", f":443 {tls}", f":8443 {tls}"]
+    assert amplifications(text) == [] and open_stats_pages(text) == []
+    assert "503" in retry_conditions(text)
+    servers = sorted(" ".join(words[1:]) for _, words in directives(text, "server"))
+    assert servers == ["r1 10.0.0.11:8000", "r1 10.0.0.11:8000", "r2 10.0.0.12:8000",
+                       "r2 10.0.0.12:8000"]  # fmt: skip
+    if shutil.which("haproxy") is None:
+        pytest.skip("haproxy is not installed (Debian: apt-get install haproxy)")
+    config = tmp_path / "haproxy.cfg"
+    pem = self_signed(tmp_path)
+    config.write_text(text.replace("/etc/haproxy/certs/reame.pem", str(pem)))
+    checked = run(["haproxy", "-c", "-f", str(config)], timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_an_old_haproxy_gets_neither_the_by_body_way_nor_an_empty_metrics_port(
+    tmp_path: Path,
+) -> None:
+    text = render(
+        "haproxy.cfg.j2", tmp_path, reame_haproxy_by_body=False, reame_haproxy_promex=False
+    )
+    binds = [" ".join(words[1:2]) for _, words in directives(text, "bind")]
+    assert binds == [":443"]
+    assert "frontend stats" not in sections(text) and "backend replicas_by_body" not in sections(
+        text
+    )
+
+
+def test_dockers_published_port_is_kept_to_the_edge_in_docker_user(tmp_path: Path) -> None:
+    """The DOCKER-USER script run for real, in a network namespace of its own."""
+    if shutil.which("unshare") is None or shutil.which("iptables") is None:
+        pytest.skip("needs unshare and iptables")
+    script = tmp_path / "docker-user.sh"
+    script.write_text(
+        render(
+            "docker-user.sh.j2",
+            tmp_path,
+            ansible_facts={"default_ipv4": {"interface": "ens3"}},
+            reame_fw={"port": 8000, "sources": ["10.0.0.20"]},
+        )
+    )
+    inside = f"sh {script} && echo --- && sh {script} && echo --- && iptables -S DOCKER-USER"
+    out = run(["unshare", "--net", "sh", "-c", inside], timeout=60)
+    if out.returncode != 0 and "unshare" in out.stderr:
+        pytest.skip(f"no network namespace here: {out.stderr.strip()}")
+    assert out.returncode == 0, out.stdout + out.stderr
+    first, again, rules = out.stdout.split("---\n")
+    assert first.split() == ["changed", "changed"] and again == ""  # idempotent
+    assert rules.splitlines()[1:] == [
+        "-A DOCKER-USER -s 10.0.0.20/32 -i ens3 -p tcp -m conntrack --ctorigdstport 8000 "
+        "--ctdir ORIGINAL -j RETURN",
+        "-A DOCKER-USER -i ens3 -p tcp -m conntrack --ctstate NEW --ctorigdstport 8000 "
+        "--ctdir ORIGINAL -j DROP",
+    ]
 
 
 # -- the converge on a systemd test host ---------------------------------------------------------

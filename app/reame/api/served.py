@@ -45,7 +45,9 @@ class Served:
             message = finish.error or "no sequence came free in time; retry shortly"
             return ApiError(429, message, code="server_busy", headers={"retry-after": "1"})
         if (failure := self.service.failure) is not None:
-            return ApiError(503, failure, code="engine_failed")
+            # NOTE: a 500, not the 503 a proxy retries on another replica: this request may be
+            # what killed the engine (new calls to this replica get 503s: they never ran)
+            return ApiError(500, failure, code="engine_failed")
         if finish.reason == Finish.ABORT:
             return ApiError(503, "the server stopped before the answer was complete")
         return ApiError(500, finish.error or "the answer failed; the server log has the details")
