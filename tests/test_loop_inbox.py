@@ -68,7 +68,7 @@ def test_each_stream_has_its_own_first_visible_token() -> None:
         loop.close()
 
 
-def test_a_reader_that_stops_taking_events_has_its_requests_stopped_and_still_gets_the_end() -> None:
+def test_a_reader_that_stops_reading_has_its_requests_stopped_and_still_gets_the_end() -> None:
     loop = asyncio.new_event_loop()
     try:
         inbox = LoopInbox(loop, 0.0)

@@ -87,7 +87,9 @@ def test_a_stream_whose_client_stops_reading_is_cut_off_and_its_sequence_freed(
 def test_a_slow_sender_is_cut_off(server: ServerProcess) -> None:
     sock = socket.create_connection(("127.0.0.1", server.port))
     try:
-        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{")
+        sock.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{"
+        )
         sock.settimeout(TIMEOUT * 10)
         answer = b""
         while chunk := sock.recv(4096):  # until the server closes the connection

@@ -15,8 +15,8 @@ import pytest
 from openai import BadRequestError, OpenAI
 
 from reame.llama import Model
-from server_process import ServerProcess, free_port, small_server
 from reame_command import reame_command
+from server_process import ServerProcess, free_port, small_server
 
 pytestmark = pytest.mark.model
 

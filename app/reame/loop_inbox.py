@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from reame.engine.request import Event, FinishEvent
 
-
 MAX_UNREAD = 1024  # events of one call not yet taken by its reader
 
 
