@@ -178,10 +178,14 @@ def test_config_check_passes_and_show_says_where_values_came_from(tmp_path: Path
 
 def test_config_show_hides_a_password_in_a_url(tmp_path: Path) -> None:
     # before the fix it printed the store's URL whole, password and all
-    (tmp_path / "reame.conf").write_text('shared_store = "redis://:s3cret-pw@127.0.0.1:6399/0"\n')
+    (tmp_path / "reame.conf").write_text(
+        'shared_store = "redis://:s3cret-pw@127.0.0.1:6399/0"\n'
+        f'shared_store_secret = "{"k" * 32}"\n'
+    )
     show = reame("config", "show", cwd=tmp_path)
     assert show.returncode == 0, show.stderr
     assert "s3cret-pw" not in show.stdout + show.stderr
+    assert "k" * 32 not in show.stdout + show.stderr
     assert "redis://:***@127.0.0.1:6399/0" in show.stdout
 
 

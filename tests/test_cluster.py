@@ -7,6 +7,7 @@ back to round robin without a key, and routes around a replica that is not ready
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Iterator
 
@@ -24,8 +25,12 @@ MODEL = "smollm2-135m"
 SYSTEM = "Answer in one short sentence. " + filler_text(seed=1515, num_words=1500)
 
 
+SECRET = secrets.token_hex(32)  # the replicas' shared tier is signed with it
+
+
 def replica(store: RedisServer) -> ServerProcess:
     env = {"REAME_SHARED_STORE": store.url, "REAME_SHARED_STORE_SYNC_SECONDS": "0.5"}
+    env["REAME_SHARED_STORE_SECRET"] = SECRET
     env["REAME_SPEC"] = "on"  # NOTE: drafts kept whether or not they pay at 1 thread here
     args = ("--threads", "1", "--parallel", "2", "--context-length", "4096")
     return ServerProcess(*args, env=env)

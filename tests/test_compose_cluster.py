@@ -13,6 +13,7 @@ without a Docker engine or the appliance image (REAME_IMAGE, default reame:local
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import subprocess
 import time
@@ -139,6 +140,9 @@ def cluster(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
         "REAME_REPLICA_CPUS": "1",
         "REAME_REPLICA_MEMORY": "1536m",
         "VALKEY_MAXMEMORY": "256mb",
+        # the cluster profile's two secrets: without them Valkey, and so the replicas, refuse
+        "VALKEY_PASSWORD": secrets.token_hex(16),
+        "REAME_SHARED_STORE_SECRET": secrets.token_hex(32),
         **{
             variable: f"127.0.0.1:{free_port()}"
             for variable in (

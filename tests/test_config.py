@@ -88,3 +88,14 @@ def test_the_configuration_doc_is_the_settings_own_table() -> None:
 
     doc = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
     assert doc.endswith(settings_table())
+
+
+def test_an_error_line_never_repeats_a_secret(tmp_path: Path) -> None:
+    conf = write(
+        tmp_path / "r.conf",
+        'shared_store = "redis://127.0.0.1:6399/0"\nshared_store_secret = "too-short-s3cret"\n',
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings({}, config_file=conf)
+    assert "shared_store_secret" in str(caught.value)
+    assert "too-short-s3cret" not in str(caught.value)

@@ -1,7 +1,8 @@
 """The shared tier on a real redis-server, with synthetic states and a real Palimpsest (no
 model): a replica finds what another wrote and keeps it locally; a corrupt, foreign or
 half-evicted entry is a miss, counted by its reason; a server that goes away costs a bounded
-wait and serving goes on; answers archived on one replica draft on another."""
+wait and serving goes on; answers archived on one replica draft on another. (Entries written
+by whoever does not hold the secret, or by a holder gone bad: test_hostile_tier.py.)"""
 
 from __future__ import annotations
 
@@ -19,13 +20,20 @@ from reame.cache.fingerprint import Fingerprint
 from reame.cache.keys import group_chain, group_of, prefix_key
 from reame.cache.prefix_cache import CacheConfig, PrefixCache
 from reame.cache.shared_store import SharedStore
+from reame.cache.state_bound import StateBound
+from reame.cache.tier_mac import TierMac
 from reame.engine.request import SavedState
 from reame.spec.palimpsest import Palimpsest
+from reame.spec.palimpsest_records import encode_record
 from reame.spec.palimpsest_sync import PalimpsestSync
+from reame.spec.palimpsest_tier import sign_record
 from redis_server import RedisServer
 
 PARTS = {"model": "m1", "build": "b1", "backend": "avx512", "kv_layout": "kv f16/f16"}
 MIN_TOKENS = 64
+MAC = TierMac("the replicas' secret, 32 characters or more")
+BOUND = StateBound(per_token=1024, fixed=0)  # the synthetic states' 200 kB fit from 64 tokens
+VOCAB_SIZE = 50_000
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +55,14 @@ def fingerprint(**parts: str) -> Fingerprint:
     return Fingerprint(key, merged)
 
 
+def store(url: str, timeout: float = 0.25) -> SharedStore:
+    return SharedStore(url, "m1", timeout, MAC, BOUND)
+
+
 def replica(url: str, tmp: Path, name: str, fp: Fingerprint | None = None, timeout=0.25):
     config = CacheConfig(directory=tmp / name, ram_bytes=64 << 20, disk_bytes=1 << 30,
                          min_tokens=MIN_TOKENS, write_quiet=0.0)  # fmt: skip
-    return PrefixCache(config, fp or fingerprint(), SharedStore(url, "m1", timeout))
+    return PrefixCache(config, fp or fingerprint(), store(url, timeout))
 
 
 def state_of(tokens: list[int], num_bytes: int = 200_000) -> SavedState:
@@ -119,9 +131,9 @@ def test_a_corrupt_entry_is_refused_and_removed(url: str, server: RedisServer, t
         a.offer(state_of(tokens[:512]))
         a.flush()
         client, key = server.client(), blob_key(tokens, 512)
-        data = bytearray(client.get(key))
-        data[-100] ^= 0xFF  # one bit pattern in the compressed state
-        client.set(key, bytes(data))
+        data = bytearray(MAC.opened(client.get(key), key.encode(), b"m1"))
+        data[-100] ^= 0xFF  # one bit pattern in the compressed state, signed by a replica
+        client.set(key, MAC.signed(bytes(data), key.encode(), b"m1"))
         refused = count(metrics.PREFIX_REJECTED, "corrupt")
         assert b.lookup(tokens) is None
         assert count(metrics.PREFIX_REJECTED, "corrupt") == refused + 1
@@ -248,8 +260,8 @@ def test_answers_archived_on_one_replica_draft_on_another(url: str, tmp_path: Pa
     story = prompt(10, 300)
     one = Palimpsest(tmp_path / "one", vocab, 1 << 20, segment_bytes=1500)
     two = Palimpsest(tmp_path / "two", vocab, 1 << 20)
-    sync_one = PalimpsestSync(one, SharedStore(url, "m1", 0.25), vocab, interval=3600)
-    sync_two = PalimpsestSync(two, SharedStore(url, "m1", 0.25), vocab, interval=3600)
+    sync_one = PalimpsestSync(one, store(url), vocab, VOCAB_SIZE, interval=3600)
+    sync_two = PalimpsestSync(two, store(url), vocab, VOCAB_SIZE, interval=3600)
     assert two.propose(story[:40], 8) == []
     for k in range(0, 300, 100):  # three records, the segment sealed after the first ones
         one.add(story[k : k + 100])
@@ -268,13 +280,16 @@ def test_answers_archived_on_one_replica_draft_on_another(url: str, tmp_path: Pa
 def test_a_peer_segment_that_does_not_check_out_is_set_aside(
     url: str, server: RedisServer, tmp_path: Path
 ):
-    vocab = "vocab-bad"
-    client = server.client()
-    client.hset(f"reame:pal:{vocab}:segments", "x.pal", "open")
-    bad_crc = struct.pack("<4sII", b"PALR", 2, 12345) + bytes(8)
-    client.set(f"reame:pal:{vocab}:s:x.pal", bad_crc)
+    vocab, client = "vocab-bad", server.client()
+    listing, key = f"reame:pal:{vocab}:segments", f"reame:pal:{vocab}:s:x.pal"
+    client.hset(listing, "x.pal", MAC.signed(b"open", listing.encode(), b"x.pal"))
+    good = sign_record(MAC, key, vocab, encode_record(prompt(11, 40)))
+    bad_crc = sign_record(MAC, key, vocab, struct.pack("<4sII", b"PALR", 2, 12345) + bytes(8))
+    client.set(key, good + bad_crc)  # signed, yet a record that does not parse
     two = Palimpsest(tmp_path / "two", vocab, 1 << 20)
-    sync = PalimpsestSync(two, SharedStore(url, "m1", 0.25), vocab, interval=3600)
+    sync = PalimpsestSync(two, store(url), vocab, VOCAB_SIZE, interval=3600)
+    refused = count(metrics.SHARED_REFUSED, "record")
     assert sync.sync() == 0
     assert two.num_set_aside == 1 and two.num_tokens == 0
+    assert count(metrics.SHARED_REFUSED, "record") == refused + 1
     assert sync.sync() == 0 and two.num_set_aside == 1  # not read again

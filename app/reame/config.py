@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -23,6 +23,8 @@ from reame.conclave.answers import RULES, compile_rule
 from reame.thinking.budget import DEFAULT_EFFORT_BUDGETS
 
 ENV_PREFIX = "REAME_"
+MAKE_SECRET = 'make one with python3 -c "import secrets; print(secrets.token_hex(32))"'
+MIN_SECRET_CHARACTERS = 32
 
 
 class Settings(BaseSettings):
@@ -170,6 +172,22 @@ class Settings(BaseSettings):
         description="a Valkey or Redis server (redis://host:6379/0) that replicas share "
         "snapshots and the Palimpsest through, after RAM and disk",
     )
+    shared_store_password: SecretStr | None = Field(
+        None,
+        description="the shared tier's password (Valkey's requirepass), kept out of its URL, "
+        "which may be logged or shown",
+    )
+    shared_store_secret: SecretStr | None = Field(
+        None,
+        description="required with shared_store, the same on every replica: every entry of the "
+        "shared tier is signed with it and checked before use, so that whoever can write to the "
+        f"store without it cannot choose what a replica restores ({MAKE_SECRET})",
+    )
+    shared_store_previous_secret: SecretStr | None = Field(
+        None,
+        description="after a rotation, the secret before shared_store_secret: entries signed "
+        "with it are still read (never written) while they age out",
+    )
     shared_store_timeout_ms: int = Field(
         250,
         ge=1,
@@ -282,6 +300,16 @@ class Settings(BaseSettings):
                 "a redis://, rediss:// or unix:// URL (Valkey and Redis both speak it)"
             )
         return url
+
+    @field_validator("shared_store_secret", "shared_store_previous_secret")
+    @classmethod
+    def _store_secret(cls, secret: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        value = secret.get_secret_value() if secret is not None else ""
+        if value and len(value) < MIN_SECRET_CHARACTERS:
+            raise ValueError(f"at least {MIN_SECRET_CHARACTERS} characters: {MAKE_SECRET}")
+        if not value and info.field_name == "shared_store_secret" and info.data.get("shared_store"):
+            raise ValueError(f"required with shared_store, the same on all replicas: {MAKE_SECRET}")
+        return secret if value else None
 
     @field_validator("vote_rules")
     @classmethod

@@ -97,14 +97,19 @@ def _refuse_unknown_variables(names: set[str]) -> None:
         raise ConfigError(f"unknown setting {ENV_PREFIX}{name.upper()} in the environment{hint}")
 
 
+# settings whose values an error line never repeats (a key, a secret, a password)
+HIDDEN = frozenset(
+    {"api_keys", "shared_store_password", "shared_store_secret", "shared_store_previous_secret"}
+)
+
+
 def _describe(exc: ValidationError, origins: Mapping[str, str]) -> str:
     problems = []
     for err in exc.errors():
         key = str(err["loc"][0]) if err["loc"] else "?"
         origin = origins.get(key, "")
         where = f" (from {origin})" if origin and origin != "default" else ""
-        value = (
-            f", got {err['input']!r}" if "input" in err and err["type"] != "extra_forbidden" else ""
-        )
+        shown = "input" in err and err["type"] != "extra_forbidden" and key not in HIDDEN
+        value = f", got {err['input']!r}" if shown else ""
         problems.append(f"key '{key}'{where}: {err['msg']}{value}")
     return "invalid settings: " + "; ".join(problems)

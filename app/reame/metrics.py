@@ -179,6 +179,15 @@ SHARED_ERRORS = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+SHARED_REFUSED = Counter(
+    "reame_shared_store_refused",
+    "Shared tier entries refused before use, each a miss: mac (not signed with this replica's "
+    "secret), size (over what its tokens take, or a listing over its bound), listing (a field "
+    "or status no replica writes), record (a Palimpsest record that does not parse), token (a "
+    "token id outside the vocabulary)",
+    ["reason"],
+    registry=REGISTRY,
+)
 PALIMPSEST_IMPORTED = Counter(
     "reame_palimpsest_imported_records",
     "Palimpsest records read from other replicas through the shared tier",
@@ -291,6 +300,8 @@ def _known_series_at_zero() -> None:
         SHARED_SECONDS.labels(op)
     for reason in ("timeout", "connection", "response", "skipped"):
         SHARED_ERRORS.labels(reason)
+    for reason in ("mac", "size", "listing", "record", "token"):
+        SHARED_REFUSED.labels(reason)
 
 
 _known_series_at_zero()

@@ -19,6 +19,8 @@ from reame.cache.prefix_cache import CacheConfig, PrefixCache
 from reame.cache.prefix_reuse import PrefixReuse
 from reame.cache.preload import Preload
 from reame.cache.shared_store import SharedStore
+from reame.cache.state_bound import measure as measure_state_bound
+from reame.cache.tier_mac import TierMac
 from reame.chat_template import template_from_file
 from reame.config import Settings
 from reame.engine.engine import Engine
@@ -92,13 +94,26 @@ def sampling_defaults(settings: Settings) -> dict[str, object]:
     return {k: getattr(settings, k) for k in keys}
 
 
-def shared_store(settings: Settings, fingerprint: Fingerprint) -> SharedStore | None:
+def shared_store(
+    settings: Settings, fingerprint: Fingerprint, context: Context
+) -> SharedStore | None:
     """Named by the model file alone: the other parts are checked entry by entry, so a
-    mismatch is counted by its reason."""
+    mismatch is counted by its reason. `context`: not running yet (its states are measured)."""
     if settings.shared_store is None:
         return None
+    secret, previous = settings.shared_store_secret, settings.shared_store_previous_secret
+    assert secret is not None  # NOTE: Settings requires one with shared_store
+    mac = TierMac(secret.get_secret_value(), [previous.get_secret_value()] if previous else [])
     model, timeout = fingerprint.parts["model"], settings.shared_store_timeout_ms / 1000
-    return SharedStore(settings.shared_store, model, timeout)
+    password = settings.shared_store_password
+    return SharedStore(
+        settings.shared_store,
+        model,
+        timeout,
+        mac,
+        measure_state_bound(context),
+        password.get_secret_value() if password else None,
+    )
 
 
 def fingerprint(settings: Settings, model_path: Path, kv_layout: str) -> Fingerprint:
@@ -150,7 +165,9 @@ def speculation(
         name = f"{vocabulary}-{scope}" if scope else vocabulary
         archive = Palimpsest(settings.palimpsest_path, name, budget)
         if shared is not None and syncs is not None:
-            sync = PalimpsestSync(archive, shared, name, settings.shared_store_sync_seconds)
+            sync = PalimpsestSync(
+                archive, shared, name, model.vocab_size, settings.shared_store_sync_seconds
+            )
             syncs.append(sync.start())
         return archive
 
@@ -211,7 +228,7 @@ class Runtime:
             self.model.close()
             raise
         self.fingerprint = fingerprint(settings, self.model_path, self.context.kv_layout)
-        self.shared = shared_store(settings, self.fingerprint)
+        self.shared = shared_store(settings, self.fingerprint, self.context)
         self.syncs: list[PalimpsestSync] = []
         try:
             self.speculation = speculation(

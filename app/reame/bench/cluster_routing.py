@@ -6,6 +6,7 @@ Every scenario starts from empty replicas (and an empty redis-server)."""
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -70,7 +71,9 @@ async def run_scenario(
     haproxy_config: Path = SHIPPED_HAPROXY,
 ) -> Outcome:
     store = RedisProcess("1gb") if scenario.shared else None
-    env = {**settings, **({"shared_store": store.url} if store else {})}
+    # NOTE: one signing secret a run, as every replica of a deployment shares one
+    tier = {"shared_store": store.url, "shared_store_secret": secrets.token_hex(32)}
+    env = {**settings, **(tier if store else {})}
     replicas: list[ServeProcess] = []
     proxy = client = None
     outcome = Outcome(scenario)

@@ -6,6 +6,7 @@ replica's own counters give them. Two replicas and a redis-server on 127.0.0.1."
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,7 +108,7 @@ async def bench_stages(
     """Per tier, one Stage a run; each run a system prompt no replica saw. `parallel`: the
     replicas' slots."""
     store = RedisProcess("1gb")
-    shared = {**settings, "shared_store": store.url}
+    shared = {**settings, "shared_store": store.url, "shared_store_secret": secrets.token_hex(32)}
     writer = reader = None
     out: dict[str, list[Stage]] = {t: [] for t in TIERS}
     try:

@@ -141,26 +141,24 @@ class PrefixCache:
         )
         for length, key, group in found:
             with metrics.PREFIX_LOAD_SECONDS.labels("shared", "fetch").time():
-                data = self.shared.get(key)
-            if data is None:  # listed, but the server evicted the blob: clean the listing
-                if not self.shared.is_down:
-                    metrics.PREFIX_REJECTED.labels("missing").inc()
-                    self.shared.forget(group, length, key)
+                data = self.shared.get(group, length, key)
+            if data is None:  # evicted, refused or not answered: counted (and cleaned) there
                 continue
             metrics.PREFIX_LOAD_BYTES.labels("shared").inc(len(data))
             try:
                 with metrics.PREFIX_LOAD_SECONDS.labels("shared", "decode").time():
-                    state = decode(data, self.fingerprint)
+                    state = decode(data, self.fingerprint, self.shared.bound.state_bytes(length))
             except SnapshotError as exc:
                 metrics.PREFIX_REJECTED.labels(exc.reason).inc()
                 log.warning("shared snapshot refused", key=key, reason=str(exc))
                 if exc.reason == "corrupt":  # a foreign one is its writer's; a corrupt one no one's
-                    self.shared.forget(group, length, key, blob_too=True)
+                    self.shared.forget(group, length, key)
                 elif len(self._foreign) < MAX_FOREIGN:  # NOTE: not fetched again, every request
                     self._foreign.add(key)
                 continue
             if list(state.tokens) != tokens[:length]:
                 metrics.PREFIX_REJECTED.labels("tokens").inc()
+                self.shared.forget(group, length, key)  # its key names other tokens: no one's
                 continue
             self.ram.put(group, key, state)
             self._publish_ram()

@@ -1,16 +1,26 @@
 """The shared tier: snapshots and Palimpsest segments in one Valkey or Redis server, for replicas
 on several machines. NOTE: the only module that imports redis.
 
-    reame:kv:<model>:g:<group>    hash: "<length>-<key>" -> stored bytes, a prefix of the group
-    reame:kv:<model>:b:<key>      string: the snapshot exactly as on disk (snapshot_format)
-    reame:pal:<vocab>:segments    hash: segment name -> "open" or "sealed:<bytes>"
-    reame:pal:<vocab>:s:<name>    string: the segment's records, appended as on disk
+    reame:kv:<model>:g:<group>    hash: "<length>-<key>" -> tag
+    reame:kv:<model>:b:<key>      string: tag | the snapshot exactly as on disk (snapshot_format)
+    reame:pal:<vocab>:segments    hash: segment name -> tag | "open" or "sealed:<bytes>"
+    reame:pal:<vocab>:s:<name>    string: the segment's records, each tag | record
+                                  (spec/palimpsest_tier.py)
 
 `model` is the model file's fingerprint (replicas of other models never meet), `vocab` the
 tokenizer's (token ids mean the same text under it). Everything else a state depends on
 (llama.cpp build, CPU backend, KV layout) is in each blob's header and checked when it is read,
 so a foreign entry is a miss counted by its reason, never a state. Blobs are written with NX
 (the first writer's stays; a foreign replica cannot replace it).
+
+The server is not trusted: whoever can write to it could otherwise choose what every replica
+restores. Each entry is signed (tier_mac.py) over its key name and content, and its tag checked
+before anything else is read of it; listings are parsed strictly (tier_listing.py); no read is
+larger than its entry can rightly be (a blob: the snapshot of its tokens' state, state_bound.py;
+a listing: MAX_LISTED fields of MAX_FIELD_BYTES, filtered on the server by _LISTING_SCRIPT; a
+segment: MAX_TAIL_BYTES a sync, all of them MAX_SYNC_BYTES). An entry that does not check out
+is a miss counted by its reason (reame_shared_store_refused_total) and removed, with the listing
+entry that led to it.
 
 The server may evict any key on its own (`maxmemory-policy allkeys-lru`): a group listing a
 blob that is gone is a miss, and the listing is cleaned up. Every call waits at most `timeout`
@@ -30,91 +40,195 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from reame import metrics
+from reame.cache.state_bound import StateBound
+from reame.cache.tier_listing import prefix_entry, prefix_field, segment_name, segment_status
+from reame.cache.tier_mac import TAG_BYTES, TierMac
 
 RETRY_SECONDS = 5.0
+MAX_LISTED = 4096  # fields of one listing; a group or segment list past it is refused whole
+MAX_FIELD_BYTES = 256  # a field or value of a listing (replicas write under 100)
+MAX_TAIL_BYTES = 8 << 20  # of one segment a sync (a longest record, 1M tokens, fits)
+MAX_SYNC_BYTES = 64 << 20  # of all segments a sync; what is past it waits for the next
 T = TypeVar("T")
+_NOT_A_STRING = b"\0"  # a blob key of another type: read as a value that is not signed
+
+# Each hash's fields and values (flat), or 0 for a hash past the bounds or a key of another type:
+# the reply is bounded whatever the server holds.
+_LISTING_SCRIPT = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  local kind = redis.call('TYPE', key)['ok']
+  if kind == 'none' then
+    out[i] = {}
+  elseif kind ~= 'hash' or redis.call('HLEN', key) > tonumber(ARGV[1]) then
+    out[i] = 0
+  else
+    local all = redis.call('HGETALL', key)
+    for _, s in ipairs(all) do
+      if #s > tonumber(ARGV[2]) then
+        all = 0
+        break
+      end
+    end
+    out[i] = all
+  end
+end
+return out
+"""
 
 
 class SharedStore:
-    def __init__(self, url: str, model: str, timeout: float) -> None:
-        self.url, self.timeout = url, timeout
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        timeout: float,
+        mac: TierMac,
+        bound: StateBound,
+        password: str | None = None,
+    ) -> None:
+        self.url, self.timeout, self.mac, self.bound = url, timeout, mac, bound
+        self._model = model.encode()
         self._kv = f"reame:kv:{model}"
         self._client = redis.Redis.from_url(
             url,
+            password=password,  # NOTE: a password in the URL wins; it belongs here, not there
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             retry=Retry(NoBackoff(), 0),
             health_check_interval=0,
         )
+        self._listing = self._client.register_script(_LISTING_SCRIPT)
         self._down_until = 0.0  # NOTE: one float, set whole: no lock between threads
 
     # -- snapshots ---------------------------------------------------------------------------
 
     def entries(self, groups: Sequence[str]) -> list[list[tuple[int, str]]]:
-        """(length, key) of each group's prefixes, every group in one round trip."""
+        """(length, key) of each group's prefixes whose listing entry checks out, every group
+        in one round trip."""
+        names = [f"{self._kv}:g:{group}" for group in groups]
+        listed = self._call("lookup", lambda _: self._listings(names), None)
+        out: list[list[tuple[int, str]]] = [[] for _ in groups]
+        if listed is None:
+            return out
+        refused: list[tuple[str, bytes]] = []
+        for found, name, fields in zip(out, names, listed, strict=True):
+            for field, tag in fields.items():
+                entry = self._prefix_entry(name, field, tag)
+                if entry is None:
+                    refused.append((name, field))
+                else:
+                    found.append(entry)
+        self._remove("put", fields=refused)
+        return out
 
-        def run(client: redis.Redis) -> list[list[tuple[int, str]]]:
-            pipe = client.pipeline(transaction=False)
-            for group in groups:
-                pipe.hkeys(f"{self._kv}:g:{group}")
-            return [[p for p in map(_entry, names) if p is not None] for names in pipe.execute()]
+    def _prefix_entry(self, listing: str, field: bytes, tag: bytes) -> tuple[int, str] | None:
+        if not self.mac.verify(tag, listing.encode(), field):
+            return _refuse("mac")
+        return prefix_entry(field) or _refuse("listing")
 
-        return self._call("lookup", run, [[] for _ in groups])
+    def get(self, group: str, length: int, key: str) -> bytes | None:
+        """The snapshot of the `length` tokens named `key`, its tag checked; None if the tier
+        did not answer, the blob is gone (its listing is cleaned up) or it does not check out
+        (it is removed, with its listing entry)."""
+        blob, listing = f"{self._kv}:b:{key}", f"{self._kv}:g:{group}"
+        field = prefix_field(length, key)
+        most = TAG_BYTES + self.bound.blob_bytes(length)
 
-    def get(self, key: str) -> bytes | None:
-        def run(client: redis.Redis) -> bytes | None:
-            data = client.get(f"{self._kv}:b:{key}")
-            if data is not None:
-                metrics.SHARED_BYTES.labels("read").inc(len(data))
-            return data
+        def run(client: redis.Redis) -> bytes:
+            try:  # NOTE: one byte past the bound says the value is longer: it is not read
+                return bytes(client.getrange(blob, 0, most))
+            except redis.exceptions.ResponseError:
+                return _NOT_A_STRING
 
-        return self._call("get", run, None)
+        data = self._call("get", run, None)
+        if data is None:
+            return None
+        metrics.SHARED_BYTES.labels("read").inc(len(data))
+        if not data:  # listed, but the server evicted the blob: clean the listing
+            metrics.PREFIX_REJECTED.labels("missing").inc()
+            self._remove("put", fields=[(listing, field)])
+            return None
+        snapshot = self.mac.opened(data, blob.encode(), self._model) if len(data) <= most else None
+        if snapshot is None:
+            _refuse("size" if len(data) > most else "mac")
+            self._remove("put", fields=[(listing, field)], keys=[blob])
+        return snapshot
 
     def put(self, group: str, length: int, key: str, data: bytes) -> None:
         """The blob first, then its listing: a reader never finds a listed blob that was not
         written (only one evicted since, which reads as a miss)."""
+        blob, listing = f"{self._kv}:b:{key}", f"{self._kv}:g:{group}"
+        field = prefix_field(length, key)
+        signed = self.mac.signed(data, blob.encode(), self._model)
 
         def run(client: redis.Redis) -> None:
             pipe = client.pipeline(transaction=False)
-            pipe.set(f"{self._kv}:b:{key}", data, nx=True)
-            pipe.hset(f"{self._kv}:g:{group}", f"{length}-{key}", len(data))
+            pipe.set(blob, signed, nx=True)
+            pipe.hset(listing, field, self.mac.sign(listing.encode(), field))
             pipe.execute()
-            metrics.SHARED_BYTES.labels("written").inc(len(data))
+            metrics.SHARED_BYTES.labels("written").inc(len(signed))
 
         self._call("put", run, None)
 
-    def forget(self, group: str, length: int, key: str, blob_too: bool = False) -> None:
-        """Drop a listing whose blob is gone (and, for a corrupt blob, the blob)."""
-
-        def run(client: redis.Redis) -> None:
-            pipe = client.pipeline(transaction=False)
-            pipe.hdel(f"{self._kv}:g:{group}", f"{length}-{key}")
-            if blob_too:
-                pipe.delete(f"{self._kv}:b:{key}")
-            pipe.execute()
-
-        self._call("put", run, None)
+    def forget(self, group: str, length: int, key: str) -> None:
+        """Drop a blob that does not hold what its key names, and its listing entry."""
+        listing = f"{self._kv}:g:{group}"
+        field, blob = prefix_field(length, key), f"{self._kv}:b:{key}"
+        self._remove("put", fields=[(listing, field)], keys=[blob])
 
     # -- Palimpsest segments -----------------------------------------------------------------
 
+    def segment_key(self, vocab: str, name: str) -> str:
+        """What a segment's records are signed over (palimpsest_tier.py)."""
+        return f"reame:pal:{vocab}:s:{name}"
+
     def segments(self, vocab: str) -> dict[str, str] | None:
-        """Segment name -> "open" or "sealed:<bytes>"; None if the tier did not answer (so a
-        reader does not take a failure for "every segment was removed")."""
+        """Segment name -> "open" or "sealed:<bytes>", of the entries that check out; None if
+        the tier did not answer (so a reader does not take a failure for "every segment was
+        removed")."""
+        listing = f"reame:pal:{vocab}:segments"
+        listed = self._call("palimpsest", lambda _: self._listings([listing]), None)
+        if listed is None:
+            return None
+        out, refused = {}, []
+        for name, value in listed[0].items():
+            entry = self._segment_entry(listing, name, value)
+            if entry is None:
+                refused.append(name)
+            else:
+                out[entry[0]] = entry[1]
+        self._remove(
+            "palimpsest",
+            fields=[(listing, name) for name in refused],
+            keys=[self.segment_key(vocab, name.decode(errors="replace")) for name in refused],
+        )
+        return out
 
-        def run(client: redis.Redis) -> dict[str, str]:
-            raw = client.hgetall(f"reame:pal:{vocab}:segments")
-            return {k.decode(): v.decode() for k, v in raw.items()}
-
-        return self._call("palimpsest", run, None)
+    def _segment_entry(self, listing: str, name: bytes, value: bytes) -> tuple[str, str] | None:
+        status = self.mac.opened(value, listing.encode(), name)
+        if status is None:
+            return _refuse("mac")
+        parsed, state = segment_name(name), segment_status(status)
+        return (parsed, state) if parsed is not None and state is not None else _refuse("listing")
 
     def tails(self, vocab: str, reads: Sequence[tuple[str, int]]) -> list[bytes] | None:
-        """Each segment's bytes from an offset on, in one round trip."""
+        """Each segment's bytes from an offset on, as much as _tail_sizes allows, in two round
+        trips (the sizes, then the bytes); empty for a key that is not a string."""
+        keys = [self.segment_key(vocab, name) for name, _ in reads]
 
         def run(client: redis.Redis) -> list[bytes]:
             pipe = client.pipeline(transaction=False)
-            for name, offset in reads:
-                pipe.getrange(f"reame:pal:{vocab}:s:{name}", offset, -1)
-            out = [bytes(d or b"") for d in pipe.execute()]
+            for key in keys:
+                pipe.strlen(key)
+            sizes = _tail_sizes([o for _, o in reads], pipe.execute(raise_on_error=False))
+            pipe = client.pipeline(transaction=False)
+            for key, (_, offset), size in zip(keys, reads, sizes, strict=True):
+                if size:
+                    pipe.getrange(key, offset, offset + size - 1)
+            replies = iter(pipe.execute(raise_on_error=False))
+            out = [next(replies) if size else b"" for size in sizes]
+            out = [d if isinstance(d, bytes) else b"" for d in out]
             metrics.SHARED_BYTES.labels("read").inc(sum(map(len, out)))
             return out
 
@@ -123,16 +237,20 @@ class SharedStore:
     def append(
         self, vocab: str, records: Sequence[tuple[str, bytes]], sealed: dict[str, str]
     ) -> bool:
-        """Records appended to their segments, and segments' statuses set, in one round trip."""
+        """Signed records appended to their segments, and segments' statuses set (signed
+        here), in one round trip."""
+        listing = f"reame:pal:{vocab}:segments"
+
+        def status(name: str, value: str) -> bytes:
+            return self.mac.signed(value.encode(), listing.encode(), name.encode())
 
         def run(client: redis.Redis) -> bool:
             pipe = client.pipeline(transaction=False)
-            listing = f"reame:pal:{vocab}:segments"
             for name, data in records:
-                pipe.append(f"reame:pal:{vocab}:s:{name}", data)
-                pipe.hsetnx(listing, name, "open")
-            for name, status in sealed.items():
-                pipe.hset(listing, name, status)
+                pipe.append(self.segment_key(vocab, name), data)
+                pipe.hsetnx(listing, name, status(name, "open"))
+            for name, value in sealed.items():
+                pipe.hset(listing, name, status(name, value))
             pipe.execute()
             metrics.SHARED_BYTES.labels("written").inc(sum(len(d) for _, d in records))
             return True
@@ -140,17 +258,40 @@ class SharedStore:
         return self._call("palimpsest", run, False)
 
     def remove_segments(self, vocab: str, names: Sequence[str]) -> None:
-        def run(client: redis.Redis) -> None:
-            pipe = client.pipeline(transaction=False)
-            for name in names:
-                pipe.delete(f"reame:pal:{vocab}:s:{name}")
-                pipe.hdel(f"reame:pal:{vocab}:segments", name)
-            pipe.execute()
-
-        if names:
-            self._call("palimpsest", run, None)
+        listing = f"reame:pal:{vocab}:segments"
+        self._remove(
+            "palimpsest",
+            fields=[(listing, name.encode()) for name in names],
+            keys=[self.segment_key(vocab, name) for name in names],
+        )
 
     # -- every call --------------------------------------------------------------------------
+
+    def _listings(self, names: list[str]) -> list[dict[bytes, bytes]]:
+        """Each listing's fields; a listing past the bounds is refused and removed."""
+        replies = self._listing(keys=names, args=[MAX_LISTED, MAX_FIELD_BYTES])
+        out: list[dict[bytes, bytes]] = []
+        for name, flat in zip(names, replies, strict=True):
+            if not isinstance(flat, list):
+                _refuse("size")
+                self._client.delete(name)
+                flat = []
+            out.append(dict(zip(flat[::2], flat[1::2], strict=True)))
+        return out
+
+    def _remove(
+        self, op: str, fields: Sequence[tuple[str, bytes]] = (), keys: Sequence[str] = ()
+    ) -> None:
+        def run(client: redis.Redis) -> None:
+            pipe = client.pipeline(transaction=False)
+            for listing, field in fields:
+                pipe.hdel(listing, field)
+            for key in keys:
+                pipe.delete(key)
+            pipe.execute()
+
+        if fields or keys:
+            self._call(op, run, None)
 
     @property
     def is_down(self) -> bool:
@@ -181,6 +322,19 @@ class SharedStore:
         self._client.close()
 
 
-def _entry(name: bytes) -> tuple[int, str] | None:
-    length, _, key = name.decode(errors="replace").partition("-")
-    return (int(length), key) if length.isdigit() and key else None
+def _tail_sizes(offsets: Sequence[int], lengths: Sequence[object]) -> list[int]:
+    """How much of each segment to read: what is new past its offset, up to MAX_TAIL_BYTES;
+    nothing of a segment that would take the reads past MAX_SYNC_BYTES (the next sync reads it)."""
+    left, out = MAX_SYNC_BYTES, []
+    for offset, length in zip(offsets, lengths, strict=True):
+        new = length - offset if isinstance(length, int) else 0
+        size = min(max(new, 0), MAX_TAIL_BYTES)
+        size = size if size <= left else 0
+        left -= size
+        out.append(size)
+    return out
+
+
+def _refuse(reason: str) -> None:
+    """Counts an entry refused; None, what the entry reads as."""
+    metrics.SHARED_REFUSED.labels(reason).inc()

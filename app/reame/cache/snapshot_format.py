@@ -64,7 +64,7 @@ def read_header(data: bytes) -> dict:
     start = len(MAGIC) + 4
     try:
         header = json.loads(data[start : start + size])
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # NOTE: [[[[... nests deep
         raise SnapshotError("corrupt", f"unreadable header: {exc}") from exc
     if not isinstance(header, dict):
         raise SnapshotError("corrupt", "the header is not an object")
@@ -75,24 +75,38 @@ def _key(fingerprint: str | Fingerprint) -> str:
     return fingerprint.key if isinstance(fingerprint, Fingerprint) else fingerprint
 
 
-def decode(data: bytes, fingerprint: str | Fingerprint) -> SavedState:
+def _size(header: dict, name: str) -> int:
+    """A size the header gives as a JSON integer: not a float (1e400 reads as infinity), a
+    string or a bool, nor a number no file could hold."""
+    value = header.get(name)
+    if type(value) is not int or not 0 <= value < 1 << 48:
+        raise ValueError(f"{name} is not a size")
+    return value
+
+
+def decode(
+    data: bytes, fingerprint: str | Fingerprint, max_state_bytes: int | None = None
+) -> SavedState:
     """Checks the sizes and the header's checksum, then the version and fingerprint, then the
-    zstd frame's header against the file's, then the state's own checksum as it decompresses."""
+    zstd frame's header against the file's, then the state's own checksum as it decompresses.
+    `max_state_bytes`: a larger state is refused before anything is decompressed."""
     view = memoryview(data)
     header = read_header(data)
     # a file that is not laid out as this version's: another version's, or a damaged one
     unreadable = "corrupt" if header.get("version") == FORMAT_VERSION else "version"
     start = len(MAGIC) + 4 + int.from_bytes(data[len(MAGIC) : len(MAGIC) + 4], "little")
     try:
-        num_tokens = int(header["num_tokens"])
-        compressed_bytes = int(header["compressed_bytes"])
-        state_bytes = int(header["state_bytes"])
-    except (KeyError, TypeError, ValueError) as exc:
+        num_tokens = _size(header, "num_tokens")
+        compressed_bytes = _size(header, "compressed_bytes")
+        state_bytes = _size(header, "state_bytes")
+    except ValueError as exc:
         raise SnapshotError(unreadable, f"header lacks sizes: {exc}") from exc
     tokens_end = start + 4 * num_tokens
     state_start = tokens_end + _CHECKSUM_BYTES
-    if num_tokens < 0 or state_start + compressed_bytes != len(data):
+    if state_start + compressed_bytes != len(data):
         raise SnapshotError(unreadable, "sizes do not add up (truncated?)")
+    if max_state_bytes is not None and state_bytes > max_state_bytes:
+        raise SnapshotError("corrupt", f"a state of {state_bytes} bytes: more than its tokens take")
     # NOTE: the checksum before the version and fingerprint, so that a damaged header is
     # "corrupt", not a version or fingerprint it happens to read as
     if _checksum(view[:tokens_end]) != bytes(view[tokens_end:state_start]):

@@ -41,7 +41,6 @@ from reame.spec.palimpsest_records import (
     CorruptSegment,
     append_record,
     encode_record,
-    read_records,
     read_segment,
     segment_name,
 )
@@ -336,21 +335,13 @@ class Palimpsest:
                     out[name] = seg.offset
             return out
 
-    def import_peer(self, name: str, data: bytes) -> int:
-        """A peer's segment bytes from where it was read last; the records imported. A record
-        that does not check out sets the segment aside (it is not read again)."""
+    def import_peer(self, name: str, records: list[np.ndarray], consumed: int) -> int:
+        """A peer's records read from where its segment was read last, checked
+        (palimpsest_tier.py), and the bytes of the segment they took; the records imported."""
         with self._lock:
             seg = self._segments.get(name)
             if seg is None:
                 seg = self._segments[name] = _Segment(name, None, last_used=time.time())
-            try:
-                records, consumed = read_records(data, 0)
-            except CorruptSegment as exc:
-                self.num_set_aside += 1
-                log.warning("palimpsest segment of a peer refused", segment=name, reason=str(exc))
-                self._drop(name)
-                self._forgotten.add(name)
-                return 0
             seg.offset += consumed
             bulk = sum(r.size for r in records) > _BULK_TOKENS
             for record in records:
@@ -360,6 +351,15 @@ class Palimpsest:
                 self._index.build(True)
         self._publish()
         return len(records)
+
+    def refuse_peer(self, name: str) -> None:
+        """A peer's segment that does not check out: set aside, not read again."""
+        with self._lock:
+            self.num_set_aside += 1
+            if name in self._segments:
+                self._drop(name)
+            self._forgotten.add(name)
+        self._publish()
 
     def drop_peers(self, listed: dict[str, str]) -> None:
         """Peers' segments no longer listed: evicted by their writer or by the server."""

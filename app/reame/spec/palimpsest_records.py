@@ -32,6 +32,14 @@ def encode_record(tokens: Sequence[int]) -> bytes:
     return _HEAD.pack(_MAGIC, len(tokens), zlib.crc32(payload)) + payload
 
 
+def record_bytes(data: bytes | memoryview, offset: int) -> int | None:
+    """The bytes the record at `offset` takes, by the token count in its head (nothing else of
+    it checked); None while its head is not all there."""
+    if offset + _HEAD.size > len(data):
+        return None
+    return _HEAD.size + 4 * _HEAD.unpack_from(data, offset)[1]
+
+
 class CorruptSegment(Exception):
     pass
 

@@ -1,0 +1,34 @@
+"""The shared tier's listings, parsed strictly: a field, name or status that is not exactly what a
+replica writes is None (a miss), never an exception, and never a number Python would take but
+no replica wrote (unicode digits, a sign, spaces, thousands of digits). Pure.
+
+    prefix group:  "<length>-<key>"          length 1-9 ASCII digits, key 32 hex digits
+    segments:      segment name -> "open" | "sealed:<bytes>"
+"""
+
+from __future__ import annotations
+
+import re
+
+_PREFIX_ENTRY = re.compile(rb"([1-9][0-9]{0,8})-([0-9a-f]{32})")
+_SEGMENT_NAME = re.compile(rb"[0-9A-Za-z][0-9A-Za-z._-]{0,99}")
+_STATUS = re.compile(rb"open|sealed:(?:0|[1-9][0-9]{0,14})")
+
+
+def prefix_field(length: int, key: str) -> bytes:
+    return f"{length}-{key}".encode()
+
+
+def prefix_entry(field: bytes) -> tuple[int, str] | None:
+    """(length, key) of a prefix group's field."""
+    match = _PREFIX_ENTRY.fullmatch(field)
+    return (int(match[1]), match[2].decode()) if match else None
+
+
+def segment_name(name: bytes) -> str | None:
+    return name.decode() if _SEGMENT_NAME.fullmatch(name) else None
+
+
+def segment_status(status: bytes) -> str | None:
+    """ "open" or "sealed:<bytes>"."""
+    return status.decode() if _STATUS.fullmatch(status) else None
