@@ -35,6 +35,13 @@ class InvalidRequestError(ReameError):
         self.param = param
 
 
+class GrammarFailedError(InvalidRequestError):
+    """A request's own grammar failed on the way (llguidance refused a token or allowed none:
+    an ambiguous grammar past its parser's limits): the request's doing, a 400."""
+
+    code = "grammar_failed"
+
+
 class EngineBusyError(ReameError):
     """Every sequence and waiting place is taken: try again shortly (HTTP 429)."""
 

@@ -44,6 +44,8 @@ class Served:
         if finish.reason == Finish.BUSY:
             message = finish.error or "no sequence came free in time; retry shortly"
             return ApiError(429, message, code="server_busy", headers={"retry-after": "1"})
+        if finish.is_request_fault:  # its own grammar failed: the client's to change
+            return ApiError(400, finish.error or "the grammar failed", "grammar", "grammar_failed")
         if (failure := self.service.failure) is not None:
             # NOTE: a 500, not the 503 a proxy retries on another replica: this request may be
             # what killed the engine (new calls to this replica get 503s: they never ran)

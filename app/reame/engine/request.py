@@ -133,6 +133,7 @@ class FinishEvent:
     state_follows: bool = False
     reasoning: str = ""  # the thought's text held back until the end (it was cut short)
     num_reasoning_tokens: int = 0
+    is_request_fault: bool = False  # an ERROR the request caused (its grammar): a 4xx
 
 
 Event = TokenEvent | FinishEvent

@@ -19,6 +19,7 @@ from reame.engine.runner import StepOutput
 from reame.engine.scheduler import Admission, LateFork, Scheduler
 from reame.engine.sequence import SeqState, Sequence
 from reame.engine.warm_ahead import WarmGauge, warm_tail
+from reame.errors import GrammarFailedError
 from reame.llama import Model
 from reame.sampling import Sampled
 from reame.spec.speculation import Speculation
@@ -132,11 +133,16 @@ class Update:
 
     def _fail_alone(self, seq: Sequence, exc: Exception, why: str) -> None:
         """A failure of what one request asked for (its grammar, its sampling) ends that
-        request alone."""
+        request alone; one its grammar caused is told to its client (a 400)."""
+        if seq not in self.scheduler.running:
+            return
+        if isinstance(exc, GrammarFailedError):
+            log.info("grammar failed", request_id=seq.request.request_id, reason=str(exc))
+            self.finish(seq, Finish.ERROR, error=str(exc), is_request_fault=True)
+            return
         log.exception(why, request_id=seq.request.request_id)
-        if seq in self.scheduler.running:
-            error = f"{why} ({type(exc).__name__}); the server log has the details"
-            self.finish(seq, Finish.ERROR, error=error)
+        error = f"{why} ({type(exc).__name__}); the server log has the details"
+        self.finish(seq, Finish.ERROR, error=error)
 
     def _verify(self, seq: Sequence, part: Part, output: StepOutput) -> None:
         """Keep the drafts the model agrees with and its own next token; roll the rest back."""
@@ -281,7 +287,9 @@ class Update:
         else:
             allowed = constraint.allowed()
             if not allowed.any():
-                raise RuntimeError(f"the grammar allows no token here: {constraint.error}")
+                raise GrammarFailedError(
+                    f"the grammar allows no token here: {_first_line(constraint.error)}"
+                )
             reason = self._take(seq, seq.sampler.sample(logits, seq.tokens, allowed))
             if reason is None and self._forced_runs:
                 reason = self._take_run(seq, take_forced(seq, whole_run=True))
@@ -311,7 +319,9 @@ class Update:
             return Finish.STOP
         constraint = seq.constraint
         if constraint is not None and not constraint.consume([token]):
-            raise RuntimeError(f"the grammar refused a token: {constraint.error}")
+            raise GrammarFailedError(
+                f"the grammar failed after {seq.num_generated} tokens: {_first_line(constraint.error)}"
+            )
         piece = self.model.piece(token)
         reasoning, in_thought = "", False
         if thought is not None and not thought.is_settled:
@@ -354,12 +364,18 @@ class Update:
             reason = self._take_run(seq, take_forced(seq, whole_run=True))
         return reason
 
-    def finish(self, seq: Sequence, reason: Finish, error: str | None = None) -> None:
+    def finish(
+        self,
+        seq: Sequence,
+        reason: Finish,
+        error: str | None = None,
+        is_request_fault: bool = False,
+    ) -> None:
         """End a request: its forks too, its slot freed, its state kept if it asked."""
         if any(s is seq for s in self._snapshots_due):  # before its slot lets go of the KV
             self.take_snapshots(seq)
         for fork in seq.forks:  # the leader ends before its prompt did: so do its candidates
-            self.finish(fork, reason, error)
+            self.finish(fork, reason, error, is_request_fault)
         seq.forks = []
         state = None
         request = seq.request
@@ -402,6 +418,7 @@ class Update:
                 state_follows=warm is not None,
                 reasoning=thought_tail,
                 num_reasoning_tokens=seq.thought.num_tokens if seq.thought else 0,
+                is_request_fault=is_request_fault,
             ),
         )
         if warm is not None:  # NOTE: after the event, which counts the tokens it took
@@ -451,3 +468,8 @@ class Update:
         """Free the slots a waiting request needs from warming sequences, oldest first."""
         for seq in self.scheduler.warming[: self.scheduler.needs_slots()]:
             self.warmed(seq)
+
+
+def _first_line(error: str) -> str:
+    """llguidance's error without the parser state it dumps after its first line."""
+    return error.partition("\n")[0]
