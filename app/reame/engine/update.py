@@ -319,9 +319,8 @@ class Update:
             return Finish.STOP
         constraint = seq.constraint
         if constraint is not None and not constraint.consume([token]):
-            raise GrammarFailedError(
-                f"the grammar failed after {seq.num_generated} tokens: {_first_line(constraint.error)}"
-            )
+            why = _first_line(constraint.error)
+            raise GrammarFailedError(f"the grammar failed after {seq.num_generated} tokens: {why}")
         piece = self.model.piece(token)
         reasoning, in_thought = "", False
         if thought is not None and not thought.is_settled:
