@@ -65,6 +65,7 @@ MAX_SESSION_ID = 128  # as the body's session_id field
 NO_RESPONSE_TIMEOUT = 7 * 24 * 3600
 EXIT_AFTER_DEATH_SECONDS = 2.0  # /health says why for this long before the process exits
 CLOSE_AFTER_408_SECONDS = 1.0
+CLIENT_CLOSED = 499  # nginx's status for a request its client closed before the answer
 SEND_BUFFER_BYTES = 64 * 1024  # a few seconds of any stream's tokens
 HIDDEN_REASON = "the reason is in the server log (and shown to loopback clients and key holders)"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -184,7 +185,10 @@ def create_app(
         if request_id:
             response.headers["x-request-id"] = request_id
         if not getattr(request.ctx, "is_stream", False):
-            observe(request, response.status)
+            # NOTE: Sanic answers a request whose client left (RequestCancelled) with a 500 that
+            # reaches nobody: counted as nginx's 499, the client's doing, not a server error
+            lost = request.conn_info is not None and request.conn_info.lost
+            observe(request, CLIENT_CLOSED if lost else response.status)
 
     def engine_problem() -> str | None:
         return state.failure or runtime.service.failure

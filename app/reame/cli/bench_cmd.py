@@ -13,6 +13,7 @@ from reame.bench.report import as_json, as_table
 from reame.bench.runner import bench_engine
 from reame.cli.bench_cluster import bench_cluster
 from reame.cli.bench_flags import add_flags
+from reame.cli.bench_hostile import bench_hostile
 from reame.cli.bench_in_process import bench_conclave, bench_structure
 from reame.cli.bench_load import bench_load
 from reame.cli.bench_replay import bench_replay
@@ -64,6 +65,8 @@ def bench(args: argparse.Namespace) -> int:
         return structured_cli.bench(args, progress)
     if args.cluster:
         return bench_cluster(args)
+    if args.hostile:
+        return bench_hostile(args)
     if args.load or args.soak:
         return bench_load(args)
     if args.prefix and args.spec:

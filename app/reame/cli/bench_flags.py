@@ -126,7 +126,9 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         help="--load: requests at most (default 2000); --replay: a trace's requests (default 100)",
     )
-    ld.add_argument("--seconds", type=float, default=90.0, help="--load: seconds at most")
+    ld.add_argument(
+        "--seconds", type=float, default=90.0, help="--load: seconds at most; --hostile: a phase's"
+    )
     ld.add_argument("--max-waiting", type=int, default=8, help="the started server's queue")
     ld.add_argument("--minutes", type=float, default=30.0, help="--soak: how long")
     ld.add_argument("--interval", type=float, default=60.0, help="--soak: seconds a sample")
@@ -135,6 +137,41 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         type=Path,
         help="--soak: where soak.csv and soak.png go; --replay: where report.md, the plots and "
         "per_request.json go (default ./replay-DATE-TIME)",
+    )
+    hs = p.add_argument_group(
+        "hostile client: a `reame serve` started on 127.0.0.1 with a victim's key and an "
+        "attacker's (sizes of the attacks)"
+    )
+    hs.add_argument(
+        "--hostile",
+        action="store_true",
+        help="a victim's short chats (--clients, default 2) for --seconds with the attacker's "
+        "process idle beside them, then for --seconds more while it attacks: huge prompt lists, "
+        "streams never read, slow senders, idle connections, a flood from its key; the victim's "
+        "latency ratio, /health, RSS, 5xx and every attacker outcome; exits 1 when a check fails",
+    )
+    hs.add_argument(
+        "--attacks",
+        default="prompts,stalled,slow,idle,flood",
+        help="which attacks (comma-separated; default all)",
+    )
+    hs.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="quiet then hostile, this many times, each phase --seconds (on a shared machine, "
+        "alternating spreads others' load over both)",
+    )
+    hs.add_argument("--prompt-list", type=int, default=100_000, help="prompts in a huge list")
+    hs.add_argument("--flood", type=int, default=12, help="the flood's requests at once")
+    hs.add_argument("--stalled", type=int, default=16, help="streams never read, at once")
+    hs.add_argument("--slow", type=int, default=16, help="slow senders at once")
+    hs.add_argument("--idle", type=int, default=300, help="idle connections held open")
+    hs.add_argument(
+        "--client-timeout",
+        type=float,
+        default=5.0,
+        help="the started server's client_timeout_seconds",
     )
     cl = p.add_argument_group(
         "cluster: replicas of `reame serve`, a redis-server and HAProxy started on 127.0.0.1"
