@@ -71,9 +71,9 @@ async def run_scenario(
     haproxy_config: Path = SHIPPED_HAPROXY,
 ) -> Outcome:
     store = RedisProcess("1gb") if scenario.shared else None
-    # NOTE: one signing secret a run, as every replica of a deployment shares one
-    tier = {"shared_store": store.url, "shared_store_secret": secrets.token_hex(32)}
-    env = {**settings, **(tier if store else {})}
+    env = dict(settings)
+    if store is not None:  # NOTE: one signing secret a run, as a deployment's replicas share one
+        env |= {"shared_store": store.url, "shared_store_secret": secrets.token_hex(32)}
     replicas: list[ServeProcess] = []
     proxy = client = None
     outcome = Outcome(scenario)
