@@ -38,6 +38,7 @@ MODEL = "smollm2-135m"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 EXAMPLES = 30  # a generation mode and operation, at most
 # NOTE: seconds a mode and operation, so a slow machine cuts every operation short, not the last
+NEGATIVE_ACCEPTED = "Schema-violating request accepted"  # schemathesis's title for it
 SECONDS = {("POST", "positive"): 30.0, ("POST", "negative"): 15.0}
 OTHER_SECONDS = 4.0
 MOSTLY = st.integers(0, 3).map(lambda k: k != 3)  # 3 in 4, or more: hypothesis favours 0
@@ -129,6 +130,10 @@ def fuzz(operation, mode: GenerationMode, base_url: str, tally: Tally) -> None:
             )
         except FailureGroup as group:
             for failure in group.exceptions:
+                # NOTE: a schema-violating body over max_body_bytes gets a 413 before it is
+                # read: refused, though schemathesis counts only 4xx codes of its list
+                if response.status_code == 413 and failure.title == NEGATIVE_ACCEPTED:
+                    continue
                 key = (operation.label, failure.title)
                 tally.failures.setdefault(key, f"{failure.message}\n{case.as_curl_command()}")
 
