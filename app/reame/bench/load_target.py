@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import urllib.request
 from dataclasses import dataclass, field
@@ -36,6 +37,20 @@ class ServeOptions:
     config: Path | None = None
     max_waiting: int = 8
     extra: dict[str, str] = field(default_factory=dict)  # more REAME_* settings
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> ServeOptions:
+        """As `reame bench`'s flags say."""
+        return cls(
+            args.model,
+            args.threads,
+            args.context_length,
+            args.batch_size,
+            args.parallel,
+            args.models_dir,
+            args.config,
+            args.max_waiting,
+        )
 
 
 @dataclass(slots=True)

@@ -28,16 +28,7 @@ def bench_hostile(args: argparse.Namespace) -> int:
             "--clients, --rounds, --prompt-list, --flood, --stalled, --slow, --idle: at least 1; "
             "--seconds, --client-timeout: above 0"
         )
-    serve = ServeOptions(
-        args.model,
-        args.threads,
-        args.context_length,
-        args.batch_size,
-        args.parallel,
-        args.models_dir,
-        args.config,
-        args.max_waiting,
-    )
+    serve = ServeOptions.of(args)
     options = HostileOptions(
         serve,
         seconds=args.seconds,

@@ -26,17 +26,7 @@ def bench_load(args: argparse.Namespace) -> int:
     if args.url:
         target = LoadTarget.open(args.url[0], args.api_key, args.context_length)
     else:
-        options = ServeOptions(
-            args.model,
-            args.threads,
-            args.context_length,
-            args.batch_size,
-            args.parallel,
-            args.models_dir,
-            args.config,
-            args.max_waiting,
-        )
-        target = LoadTarget.start(options)
+        target = LoadTarget.start(ServeOptions.of(args))
     if args.soak:
         out = args.out or Path(tempfile.mkdtemp(prefix="reame-soak-"))
         return bench_soak(target, clients, args.minutes, args.interval, seed, out, progress)
