@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reame.api.server import is_loopback
+from reame.api.auth import is_loopback
 from reame_command import reame_command
 from server_process import free_port, small_server
 from state_dirs import new_state_dir

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 
 from reame.config import Settings
 from reame.errors import ConfigError
@@ -52,3 +53,14 @@ def key_owner(header: str | None, keys: list[str]) -> str:
         return ""
     given = _bytes_of(header)
     return hashlib.blake2b(given, digest_size=12, person=b"reame-owner").hexdigest()
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a name: it may resolve to any address
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 on a dual-stack socket
+    return (mapped or address).is_loopback

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import math
 import os
 import re
@@ -34,7 +33,7 @@ from sanic.server.protocols.http_protocol import HttpProtocol
 
 from reame import metrics
 from reame.api import openapi
-from reame.api.auth import is_authorized, key_owner, load_api_keys
+from reame.api.auth import is_authorized, is_loopback, key_owner, load_api_keys
 from reame.api.calls import Call
 from reame.api.chat_turn import ThinkingDefaults
 from reame.api.errors import ApiError, from_validation_error
@@ -492,17 +491,6 @@ class CappedProtocol(HttpProtocol):
             self.loop.call_later(CLOSE_AFTER_408_SECONDS, self.transport.abort)
             return
         super().check_timeouts()
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False  # a name: it may resolve to any address
-    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 on a dual-stack socket
-    return (mapped or address).is_loopback
 
 
 def hold(error: ReameError, host: str, port: int) -> None:
