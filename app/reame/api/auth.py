@@ -1,4 +1,4 @@
-"""Bearer keys: where they come from, and the constant-time check."""
+"""Who may do what: bearer keys (where they come from, the constant-time check) and loopback."""
 
 from __future__ import annotations
 
