@@ -65,6 +65,16 @@ def test_a_flooding_key_gets_429s_while_another_key_is_served(server: ServerProc
         assert refused.status_code == 429
         assert refused.json()["error"]["code"] == "key_quota"
         assert refused.headers["retry-after"] == "1"
+        # refused before its body is parsed: a body that is not JSON gets the same 429, not a 400
+        # (before that check it was parsed, validated and answered 400 every time)
+        unparsed = httpx.post(
+            f"{server.url}/v1/chat/completions",
+            content=b"{not json",
+            headers={"authorization": f"Bearer {FLOODER}", "content-type": "application/json"},
+            timeout=60,
+        )
+        assert unparsed.status_code == 429
+        assert unparsed.json()["error"]["code"] == "key_quota"
         # accepted (a place of its own, queued behind the flood): the stream's head says so
         with httpx.stream(
             "POST",

@@ -124,3 +124,41 @@ def test_connections_past_the_cap_are_closed_and_the_rest_are_served(
 
     assert wait_for(served, 10)
     assert server.metric("reame_refused_connections_total") >= 1
+
+
+def test_a_stream_whose_client_stops_reading_computes_nothing_while_it_waits() -> None:
+    # before the fix its sequence went on computing (1,024 tokens past what the buffers took)
+    # until it was cut off, taking the engine from the clients that read
+    patient = small_server(
+        context_length=4096,
+        env={"REAME_CLIENT_TIMEOUT_SECONDS": "120", "REAME_STREAM_INTERVAL_MS": "0"},
+    )
+    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 3000,
+            "stream": True, "logit_bias": NO_END, "logprobs": 5}  # fmt: skip
+    try:
+        stalled = raw_request(patient.port, body, receive_buffer=4096)
+        try:
+            counts: list[float] = []
+
+            def stopped() -> bool:
+                counts.append(patient.metric("reame_engine_step_seconds_count"))
+                return len(counts) > 10 and counts[-1] == counts[-11] > 0  # 2 s without a step
+
+            assert wait_for(stopped, 60)
+            assert patient.metric("reame_running_sequences") == 1  # held, not ended
+            held_at = counts[-1]
+            assert held_at < 1000  # steps: the buffers' worth and HOLD_AT, not MAX_UNREAD's
+            # a client that reads is served meanwhile
+            hello = {"model": MODEL, "prompt": "Hello", "max_tokens": 4}
+            r = httpx.post(f"{patient.url}/v1/completions", json=hello, timeout=60)
+            assert r.status_code == 200
+            # the stalled client reads again: its stream goes on
+            stalled.settimeout(10)
+            for _ in range(200):
+                stalled.recv(65536)
+            steps = lambda: patient.metric("reame_engine_step_seconds_count")  # noqa: E731
+            assert wait_for(lambda: steps() > held_at + 50, 30)
+        finally:
+            stalled.close()
+    finally:
+        patient.stop()

@@ -84,6 +84,7 @@ def history_ahead(
         keep_state=True,
         cold_cuts=reuse.cold_cuts,
         scope=job.scope,
+        owner=job.owner,
         background=True,
     )
     keep = partial(service.reuse.kept_later, job.scope, job.session)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from reame.engine.request import Event, FinishEvent
 
 MAX_UNREAD = 1024  # events of one call not yet taken by its reader
+HOLD_AT = 64  # unread events past which a request stops computing until its reader reads
 
 
 @dataclass(slots=True, frozen=True)
@@ -20,22 +21,24 @@ class ChoiceEvent:
     event: Event
 
 
+_Item = tuple[asyncio.Queue[ChoiceEvent], ChoiceEvent, Callable[[], None], Callable[[], None]]
+
+
 class LoopInbox:
     """Hands engine events to one event loop with at most one wake-up pending. The engine
     emits a step's events, then calls `wake` as it enters the next llama_decode (a wake-up
     per token, or one while the engine still needs the GIL, costs the decode threads time on
     a 2-core machine). Tokens are gathered for `interval` seconds between wake-ups; a
     stream's first visible token (text or thought: a thinking model's first tokens are often
-    framing whitespace that shows nothing) and every finish go out at once. A call holds at
-    most MAX_UNREAD events its reader has not taken: past that its reader stopped reading (its
-    writes are stuck on a client that does not read), its requests are stopped (`on_unread`)
-    and their tokens dropped, the finish still delivered."""
+    framing whitespace that shows nothing) and every finish go out at once. A reader that
+    leaves HOLD_AT events untaken (its writes wait on a client that does not read) has its
+    request held (`on_backlog`: it computes nothing until the reader takes them); past
+    MAX_UNREAD, its requests are stopped (`on_unread`) and their tokens dropped, the finish
+    still delivered."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
         self._loop, self._interval = loop, interval
-        self._items: deque[tuple[asyncio.Queue[ChoiceEvent], ChoiceEvent, Callable[[], None]]] = (
-            deque()
-        )
+        self._items: deque[_Item] = deque()
         self._is_scheduled = False
         self._is_urgent = False
         self._last_wake = 0.0
@@ -45,6 +48,7 @@ class LoopInbox:
         events: asyncio.Queue[ChoiceEvent],
         index: int,
         on_unread: Callable[[], None] = lambda: None,
+        on_backlog: Callable[[], None] = lambda: None,
     ) -> Callable[[Event], None]:
         has_shown = False
 
@@ -54,7 +58,7 @@ class LoopInbox:
                 self._is_urgent = True
             elif not has_shown and (event.text or event.reasoning):
                 self._is_urgent = has_shown = True
-            self._items.append((events, ChoiceEvent(index, event), on_unread))
+            self._items.append((events, ChoiceEvent(index, event), on_unread, on_backlog))
 
         return put
 
@@ -73,8 +77,11 @@ class LoopInbox:
     def _deliver(self) -> None:  # on the loop; NOTE: clear the flag first, then drain
         self._is_scheduled = False
         while self._items:
-            events, choice, on_unread = self._items.popleft()
-            if events.qsize() >= MAX_UNREAD and not isinstance(choice.event, FinishEvent):
-                on_unread()
-                continue
+            events, choice, on_unread, on_backlog = self._items.popleft()
+            unread = events.qsize()
+            if unread >= HOLD_AT and not isinstance(choice.event, FinishEvent):
+                if unread >= MAX_UNREAD:
+                    on_unread()
+                    continue
+                on_backlog()
             events.put_nowait(choice)

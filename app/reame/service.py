@@ -51,6 +51,7 @@ class Job:
     session: SessionKey | None = None  # its state goes on from, and is kept for, this session
     marks: tuple[int, ...] = ()  # prompt lengths at message ends: where snapshots pay most
     scope: str = ""  # whose prefixes it reuses and adds to (GenerationRequest.scope)
+    owner: str = ""  # whose share of the engine it runs in (GenerationRequest.owner)
     grammar: Grammar | None = None  # what its output must match
     # what follows its answer in the next turn's prompt (GenerationRequest.warm_ahead)
     warm_ahead: tuple[int, ...] = ()
@@ -266,6 +267,7 @@ class Service:
             snapshot_at=reuse.snapshot_at,
             cold_cuts=reuse.cold_cuts,
             scope=job.scope,
+            owner=job.owner,
             grammar=job.grammar,
             warm_ahead=warm,
             session=f"{job.session.owner}/{job.session.session_id}" if job.session else "",
@@ -340,12 +342,24 @@ class Service:
             self.engine.add_wake_hook(inbox.wake)
         events: asyncio.Queue[ChoiceEvent] = asyncio.Queue()
         running: dict[int, GenerationRequest] = {}
+        held: set[int] = set()  # whose reader fell behind: they compute nothing meanwhile
+
+        def backlog(index: int) -> None:
+            if index not in held and index in running:
+                held.add(index)
+                self.engine.hold(running[index].request_id, True)
+
         # NOTE: a cache lookup may read the disk: off the loop
         make = self._group_requests if shared_prompt else self._requests
         requests = await asyncio.to_thread(make, jobs) if self.cache else make(jobs)
         try:
             sinks = [
-                inbox.sink(events, index, partial(self.engine.abort, request.request_id))
+                inbox.sink(
+                    events,
+                    index,
+                    partial(self.engine.abort, request.request_id),
+                    partial(backlog, index),
+                )
                 for index, request in enumerate(requests)
             ]
             if shared_prompt:
@@ -358,6 +372,9 @@ class Service:
                 batch = [await events.get()]
                 while not events.empty():
                     batch.append(events.get_nowait())
+                for index in held & running.keys():  # NOTE: it reads again: go on
+                    self.engine.hold(running[index].request_id, False)
+                held.clear()
                 for choice in batch:
                     if isinstance(choice.event, FinishEvent):
                         running.pop(choice.index)

@@ -163,6 +163,7 @@ class Call:
                         session=session if first else None,
                         marks=marks,
                         scope=self.owner if self.served.is_scoped_per_key else "",
+                        owner=self.owner,
                         grammar=grammar,
                         warm_ahead=closing if first else (),
                         thought=self.thought,

@@ -101,7 +101,12 @@ class Served:
                 headers={"retry-after": "1"},
             )
 
-    def take_places(self, owner: str, places: int) -> None:
+    def check_key_room(self, owner: str) -> None:
+        """A key that holds every place it may is refused before its body is even parsed (a
+        client that sends again at once after a 429 costs no more than that)."""
+        self.take_places(owner, 1, dry_run=True)
+
+    def take_places(self, owner: str, places: int, dry_run: bool = False) -> None:
         """Count a call's places against its key's share; a 429 past it (the other keys are
         still served). Each taking is given back by `give_back_places`."""
         if not owner or self.key_places is None:
@@ -115,7 +120,8 @@ class Served:
                 code="key_quota",
                 headers={"retry-after": "1"},
             )
-        self.held[owner] = held + places
+        if not dry_run:
+            self.held[owner] = held + places
 
     def give_back_places(self, owner: str, places: int) -> None:
         if owner and self.key_places is not None:

@@ -235,10 +235,12 @@ def create_app(
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> HTTPResponse | None:
+        served.check_key_room(request.ctx.owner)  # NOTE: before the body is parsed
         return await serve_call(request, parse(request, ChatRequest))
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> HTTPResponse | None:
+        served.check_key_room(request.ctx.owner)
         return await serve_call(
             request, parse(request, CompletionRequest, served.check_prompt_list)
         )

@@ -54,7 +54,14 @@ class _Abort:
     request_id: str
 
 
+@dataclass(slots=True, frozen=True)
+class _Hold:
+    request_id: str
+    held: bool
+
+
 _STOP = object()
+STALLED_POLL_SECONDS = 0.1  # every request waits for its reader: the queue's time limit still runs
 
 
 class Engine:
@@ -253,6 +260,10 @@ class Engine:
     def abort(self, request_id: str) -> None:
         self._inbox.put(_Abort(request_id))
 
+    def hold(self, request_id: str, held: bool) -> None:
+        """Stop computing a request whose reader fell behind (held), or go on (not held)."""
+        self._inbox.put(_Hold(request_id, held))
+
     def close(self, timeout: float = 30.0) -> bool:
         """Stop the engine thread (requests still in it end as aborted); False if it is still
         inside llama.cpp after `timeout`: then nothing it uses may be freed."""
@@ -291,6 +302,8 @@ class Engine:
             wait = self._background_wait(now)
             scheduler.background_ready = wait == 0.0
             is_idle = scheduler.is_idle
+            if scheduler.is_stalled:
+                is_idle, wait = True, STALLED_POLL_SECONDS
             if is_idle:  # NOTE: the gauges too: no step may come to publish them for a while
                 self._publish_counts()
                 self._wake_consumers()
@@ -361,6 +374,8 @@ class Engine:
                     self.update.finish(dropped, Finish.ABORT)
             elif isinstance(msg, _Abort) and (seq := self.scheduler.abort(msg.request_id)):
                 self.update.finish(seq, Finish.ABORT)
+            elif isinstance(msg, _Hold):
+                self.scheduler.hold(msg.request_id, msg.held)
             try:
                 msg = self._inbox.get_nowait()
             except queue.Empty:

@@ -71,6 +71,7 @@ class GenerationRequest:
     # whose computed prefixes it may reuse and adds to: "" for all (tenancy "shared"), else a
     # bearer key's digest
     scope: str = ""
+    owner: str = ""  # the bearer key's digest ("" without keys): whose share it runs in
     grammar: Grammar | None = None  # what the output must match; each sequence gets a matcher
     # warm-ahead (engine/warm_ahead.py): what the template puts after an answer before the next
     # question (its end of turn, the next user header), and where the state kept after them

@@ -11,6 +11,7 @@ import numpy as np
 
 from reame import metrics
 from reame.engine.drafting import add_drafts
+from reame.engine.fair_admission import next_admitted
 from reame.engine.kv_context import KVContext
 from reame.engine.plan import StepPlan, make_plan
 from reame.engine.sequence import SeqState, Sequence
@@ -111,6 +112,19 @@ class Scheduler:
                     one.is_aborted = True
         return None
 
+    def hold(self, request_id: str, held: bool) -> None:
+        """A request whose reader stopped taking its tokens computes nothing until it reads
+        again; it keeps its place (its write timeout ends it)."""
+        for seq in [*self.running, *self.waiting]:
+            for one in [seq, *seq.forks]:
+                if one.request.request_id == request_id:
+                    one.is_held = held
+
+    @property
+    def is_stalled(self) -> bool:
+        """Requests run, and every one waits for its reader: there is no step to take."""
+        return bool(self.running) and all(s.is_held for s in self.running)
+
     def admit(self, now: float) -> Admission:
         """Aborted sequences out, requests that waited too long refused, then free sequences to
         the candidates waiting for one, then to the queue in order."""
@@ -130,10 +144,10 @@ class Scheduler:
         # NOTE: every slot owns a full context of KV cells, so a free slot is all it takes (a
         # group takes one for each of its sequences at once, or every sequence if it is larger:
         # the rest start from its prompt's state later; the queue waits behind it)
-        while self.waiting and self.slots.num_free >= min(
-            1 + len(self.waiting[0].forks), self.num_sequences
+        while (seq := self._next()) is not None and self.slots.num_free >= _width(
+            seq, self.num_sequences
         ):
-            seq = self.waiting.popleft()
+            self.waiting.remove(seq)
             if not self._take_over(seq):
                 self.slots.place(seq)
             self.start(seq)
@@ -154,6 +168,13 @@ class Scheduler:
             self.start(seq)
             out.admitted.append(seq)
         return out
+
+    def _next(self) -> Sequence | None:
+        """The waiting request a free sequence goes to (engine/fair_admission.py)."""
+        running = [s.request.owner for s in self.running for _ in range(1 + len(s.forks))]
+        owners = [s.request.owner for s in self.waiting]
+        at = next_admitted(owners, running, self.num_sequences)
+        return self.waiting[at] if at is not None else None
 
     def _take_over(self, seq: Sequence) -> bool:
         """A request that starts with a warming sequence's tokens goes on in its slot: nothing
@@ -179,9 +200,10 @@ class Scheduler:
 
     def needs_slots(self) -> int:
         """How many warming sequences must give their slots up for the queue's first request."""
-        if not self.waiting:
+        seq = self._next()
+        if seq is None:
             return 0
-        need = min(1 + len(self.waiting[0].forks), self.num_sequences) - self.slots.num_free
+        need = _width(seq, self.num_sequences) - self.slots.num_free
         return max(0, min(need, len(self.warming)))
 
     def warm(self, seq: Sequence) -> None:
@@ -207,9 +229,10 @@ class Scheduler:
             if self.waiting:
                 return StepPlan(())
             return make_plan(self.warming, self.budget, self._can_widen)
+        runnable = [s for s in self.running if not s.is_held]
         if self._spec is not None:
-            add_drafts(self._spec, self.running, self.context_length)
-        return make_plan(self.running, self.budget, self._can_widen)
+            add_drafts(self._spec, runnable, self.context_length)
+        return make_plan(runnable, self.budget, self._can_widen)
 
     def release(self, seq: Sequence, keep_prompt: bool) -> None:
         """A sequence leaves: its slot is freed (with `keep_prompt`, its prompt's KV stays in
@@ -228,3 +251,8 @@ class Scheduler:
         self.waiting.clear()
         self.background.clear()
         self.late.clear()
+
+
+def _width(seq: Sequence, num_sequences: int) -> int:
+    """The free sequences a request needs to start: one for each of its group's."""
+    return min(1 + len(seq.forks), num_sequences)

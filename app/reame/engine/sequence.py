@@ -39,6 +39,7 @@ class Sequence:
     num_cached: int = 0  # prompt tokens restored rather than computed
     num_forced: int = 0  # of the tokens not yet computed, the last ones a grammar forced
     is_aborted: bool = False
+    is_held: bool = False  # its reader stopped taking its tokens: it computes nothing
     queued_at: float = 0.0  # time.monotonic() when it was submitted
     snapshots_due: list[int] = field(default_factory=list)  # ascending prompt lengths
     # where its prompt's chunks ended (and where a restore left off): a later request may

@@ -1,0 +1,52 @@
+"""Which waiting request a free sequence goes to, when several keys have requests. Pure.
+
+First come, first served let one key that sends many requests at once hold every running
+sequence while another key's request waited behind them (measured: a flooding key made another
+key's 16-token chats 4.2x slower). Here a free sequence goes to the waiting request of the key
+with the fewest running sequences (the first to come among them), and no key runs more than
+its equal share of the sequences while other keys have requests: a key alone may take them all.
+
+Equal shares are not enough on a CPU: a step costs about as much per token whatever the batch
+(2 cores: a quiet server answers 4 chats a second whether 2 or 4 run), so a key that kept the
+engine busy alone is twice as slow beside another key that takes its half (measured: 2.03x).
+So keys that ask for no more than their share go first: while one of them has requests, a key
+that asks for more (it has more requests than it may run) runs at most half its share. Beside
+it, a key within its share sees steps of at most 1.5 times its own tokens.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+
+def fair_share(num_sequences: int, active_owners: int) -> int:
+    """How many sequences one key may run while `active_owners` keys have requests."""
+    return max(1, -(-num_sequences // max(1, active_owners)))
+
+
+def shares(
+    waiting_owners: Sequence[str], running: Counter[str], num_sequences: int
+) -> dict[str, int]:
+    """How many sequences each key with requests may run now."""
+    asked = running + Counter(waiting_owners)
+    share = fair_share(num_sequences, len(asked))
+    if len(asked) < 2 or all(n > share for n in asked.values()):
+        return dict.fromkeys(asked, share)
+    return {k: share if n <= share else max(1, share // 2) for k, n in asked.items()}
+
+
+def next_admitted(
+    waiting_owners: Sequence[str], running_owners: Iterable[str], num_sequences: int
+) -> int | None:
+    """The index in the queue (`waiting_owners`: each waiting request's key, first come
+    first) of the request to admit next; None when every waiting key runs its share."""
+    running = Counter(running_owners)
+    may_run = shares(waiting_owners, running, num_sequences)
+    best: int | None = None
+    for i, owner in enumerate(waiting_owners):
+        if running[owner] >= may_run[owner]:
+            continue
+        if best is None or running[owner] < running[waiting_owners[best]]:
+            best = i
+    return best
