@@ -4,7 +4,13 @@ requests first took every sequence (test_a_flooding_key...: index 0, the flood's
 
 from collections import Counter
 
-from reame.engine.fair_admission import fair_share, next_admitted, shares
+from reame.engine.fair_admission import (
+    ACTIVE_GRACE_SECONDS,
+    RecentOwners,
+    fair_share,
+    next_admitted,
+    shares,
+)
 
 
 def test_a_flooding_key_does_not_go_before_a_key_that_runs_nothing():
@@ -49,3 +55,14 @@ def test_keys_that_all_ask_for_more_share_equally():
 
 def test_a_key_alone_may_ask_for_more_and_take_every_sequence():
     assert shares(["a"] * 9, Counter(["a"]), 4) == {"a": 4}
+
+
+def test_a_key_whose_next_request_is_a_moment_away_keeps_its_share():
+    # the victim's last request just ended, its next comes in milliseconds: the flood does not
+    # take every sequence meanwhile (it took them all and held them for seconds before)
+    assert next_admitted(["flood"], ["flood"], 4) == 0
+    assert next_admitted(["flood"] * 5, ["flood"], 4, recent_owners=["victim"]) is None
+    recent = RecentOwners()
+    recent.saw(["victim"], now=100.0)
+    recent.saw([], now=100.0 + ACTIVE_GRACE_SECONDS + 0.1)
+    assert list(recent) == []

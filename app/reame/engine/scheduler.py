@@ -11,7 +11,7 @@ import numpy as np
 
 from reame import metrics
 from reame.engine.drafting import add_drafts
-from reame.engine.fair_admission import next_admitted
+from reame.engine.fair_admission import RecentOwners, next_admitted
 from reame.engine.kv_context import KVContext
 from reame.engine.plan import StepPlan, make_plan
 from reame.engine.sequence import SeqState, Sequence
@@ -66,6 +66,7 @@ class Scheduler:
         self.warming: list[Sequence] = []
         self._spec = speculation
         self.max_wait = max_wait_seconds
+        self._recent = RecentOwners()  # keys with requests a moment ago keep their share
 
     @property
     def has_requests(self) -> bool:
@@ -129,6 +130,7 @@ class Scheduler:
         """Aborted sequences out, requests that waited too long refused, then free sequences to
         the candidates waiting for one, then to the queue in order."""
         out = Admission(aborted=[s for s in self.running if s.is_aborted])
+        self._recent.saw((s.request.owner for s in [*self.running, *self.waiting]), now)
         for seq in out.aborted:  # NOTE: their sequences are free for this admission already
             for one in [seq, *seq.forks]:
                 self.release(one, keep_prompt=False)
@@ -173,7 +175,7 @@ class Scheduler:
         """The waiting request a free sequence goes to (engine/fair_admission.py)."""
         running = [s.request.owner for s in self.running for _ in range(1 + len(s.forks))]
         owners = [s.request.owner for s in self.waiting]
-        at = next_admitted(owners, running, self.num_sequences)
+        at = next_admitted(owners, running, self.num_sequences, self._recent)
         return self.waiting[at] if at is not None else None
 
     def _take_over(self, seq: Sequence) -> bool:
