@@ -10,6 +10,7 @@ from reame.engine.fair_admission import (
     fair_share,
     next_admitted,
     shares,
+    yielding_owners,
 )
 
 
@@ -66,3 +67,9 @@ def test_a_key_whose_next_request_is_a_moment_away_keeps_its_share():
     recent.saw(["victim"], now=100.0)
     recent.saw([], now=100.0 + ACTIVE_GRACE_SECONDS + 0.1)
     assert list(recent) == []
+
+
+def test_only_a_key_that_asks_past_its_share_beside_one_within_it_yields_steps():
+    assert yielding_owners(["flood"] * 5, ["victim", "victim", "flood"], 4) == {"flood"}
+    assert yielding_owners(["a", "a", "b", "b"], ["a", "b"], 4) == set()
+    assert yielding_owners(["a"] * 9, ["a"], 4) == set()

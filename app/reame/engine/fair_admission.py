@@ -13,6 +13,10 @@ So keys that ask for no more than their share go first: while one of them has re
 that asks for more (it has more requests than it may run) runs at most half its share. Beside
 it, a key within its share sees steps of at most 1.5 times its own tokens.
 
+Sequences are not the whole cost (a flooding key's one sequence beside the other key's two
+still left it 1.4x slower, its prompts computed too), so such a key also steps only every other
+step while a key within its share computes: it goes on, at half the pace.
+
 A key counts as having requests for ACTIVE_GRACE_SECONDS after its last one: a client that
 sends its next request as the last one ends leaves a gap of milliseconds, and a flooding key
 that took every sequence in that gap held them for seconds (measured: the other key's p99 went
@@ -47,6 +51,19 @@ def shares(
     if len(asked) < 2 or all(n > share for n in asked.values()):
         return dict.fromkeys(asked, share)
     return {k: share if n <= share else max(1, share // 2) for k, n in asked.items()}
+
+
+def yielding_owners(
+    waiting_owners: Sequence[str],
+    running_owners: Iterable[str],
+    num_sequences: int,
+    recent_owners: Iterable[str] = (),
+) -> set[str]:
+    """The keys that ask past their share beside a key within its own (run half of it)."""
+    running = Counter(running_owners)
+    may_run = shares(waiting_owners, running, num_sequences, recent_owners)
+    share = max(may_run.values(), default=0)
+    return {owner for owner, n in may_run.items() if n < share}
 
 
 def next_admitted(

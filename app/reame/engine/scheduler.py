@@ -11,7 +11,7 @@ import numpy as np
 
 from reame import metrics
 from reame.engine.drafting import add_drafts
-from reame.engine.fair_admission import RecentOwners, next_admitted
+from reame.engine.fair_admission import RecentOwners, next_admitted, yielding_owners
 from reame.engine.kv_context import KVContext
 from reame.engine.plan import StepPlan, make_plan
 from reame.engine.sequence import SeqState, Sequence
@@ -67,6 +67,7 @@ class Scheduler:
         self._spec = speculation
         self.max_wait = max_wait_seconds
         self._recent = RecentOwners()  # keys with requests a moment ago keep their share
+        self._num_steps = 0
 
     @property
     def has_requests(self) -> bool:
@@ -231,10 +232,24 @@ class Scheduler:
             if self.waiting:
                 return StepPlan(())
             return make_plan(self.warming, self.budget, self._can_widen)
-        runnable = [s for s in self.running if not s.is_held]
+        runnable = self._runnable()
         if self._spec is not None:
             add_drafts(self._spec, runnable, self.context_length)
         return make_plan(runnable, self.budget, self._can_widen)
+
+    def _runnable(self) -> list[Sequence]:
+        """The running sequences this step computes: not those waiting for their reader, and
+        every other step not those of a key that asks past its share beside one within its own
+        (engine/fair_admission.py), unless nothing else would run."""
+        runnable = [s for s in self.running if not s.is_held]
+        self._num_steps += 1
+        if self._num_steps % 2:
+            return runnable
+        running = [s.request.owner for s in self.running for _ in range(1 + len(s.forks))]
+        owners = [s.request.owner for s in self.waiting]
+        slowed = yielding_owners(owners, running, self.num_sequences, self._recent)
+        rest = [s for s in runnable if s.request.owner not in slowed]
+        return rest or runnable
 
     def release(self, seq: Sequence, keep_prompt: bool) -> None:
         """A sequence leaves: its slot is freed (with `keep_prompt`, its prompt's KV stays in
