@@ -33,7 +33,7 @@ def gemma_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def smollm2_draft_path(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """SmolLM2 with 20 of its 30 blocks: a draft model with the same vocabulary."""
-    from reame.bench.draft_model import build_layer_draft
+    from draft_model import build_layer_draft
 
     target = tmp_path_factory.mktemp("drafts") / "smollm2-20-blocks.gguf"
     return build_layer_draft(smollm2_path, target, 20)

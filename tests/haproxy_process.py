@@ -1,5 +1,5 @@
 """The shipped HAProxy config (docker/haproxy/haproxy.cfg) run by Debian's haproxy on 127.0.0.1,
-as reame.bench.cluster_processes renders it, with health checks every 300 ms so a test need not
+as reame_bench.cluster_processes renders it, with health checks every 300 ms so a test need not
 wait for them. Skipped without haproxy."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from reame.bench.cluster_processes import SHIPPED_HAPROXY, HAProxyProcess, render_haproxy
+from reame_bench.cluster_processes import SHIPPED_HAPROXY, HAProxyProcess, render_haproxy
 
 __all__ = ["SHIPPED", "HAProxy", "render"]
 SHIPPED = SHIPPED_HAPROXY

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from reame.bench.cluster_processes import RedisProcess
+from reame_bench.cluster_processes import RedisProcess
 
 
 class RedisServer(RedisProcess):

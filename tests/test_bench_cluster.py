@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from reame.bench.cluster_client import Counters
-from reame.bench.cluster_processes import SERVER_HEADER, render_haproxy
-from reame.bench.cluster_projection import Measured, project
-from reame.bench.cluster_workload import (
+from reame_bench.cluster_client import Counters
+from reame_bench.cluster_processes import SERVER_HEADER, render_haproxy
+from reame_bench.cluster_projection import Measured, project
+from reame_bench.cluster_workload import (
     Answer,
     chat_workload,
     hit_ratio,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import small_settings
-from reame.bench.conclave_runner import CONCLAVE, CONCLAVE_ALL, QUIZ, SEQUENTIAL, bench_conclave
 from reame.conclave.answers import extract
 from reame.runtime import Runtime
+from reame_bench.conclave_runner import CONCLAVE, CONCLAVE_ALL, QUIZ, SEQUENTIAL, bench_conclave
 
 
 def test_every_quiz_answer_is_what_its_rule_extracts_from_a_plain_reply() -> None:

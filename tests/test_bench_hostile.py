@@ -9,10 +9,10 @@ from collections import Counter
 
 import pytest
 
-from reame.bench.hostile_plan import ATTACKS, EXPECTED, AttackPlan, prompt_lists, short_chat
-from reame.bench.hostile_report import HostileFigures, ServerCounts, server_counts
-from reame.bench.hostile_watch import Phase
-from reame.bench.hostile_wire import request
+from reame_bench.hostile_plan import ATTACKS, EXPECTED, AttackPlan, prompt_lists, short_chat
+from reame_bench.hostile_report import HostileFigures, ServerCounts, server_counts
+from reame_bench.hostile_watch import Phase
+from reame_bench.hostile_wire import request
 from reame_command import reame_command
 
 

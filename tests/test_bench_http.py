@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from reame.bench.http_report import as_dict, as_json, as_table
-from reame.bench.http_runner import (
+from reame.errors import ConfigError
+from reame_bench.http_report import as_dict, as_json, as_table
+from reame_bench.http_runner import (
     METRICS,
     PREFILL,
     SCALING,
@@ -27,10 +28,9 @@ from reame.bench.http_runner import (
     prefill_tps,
     summarize,
 )
-from reame.bench.sse_reader import BenchTargetError, ChunkTally, SseDecoder, read_stream
-from reame.bench.targets import Messages, Timeline, api_base, chat_request_body, target_names
-from reame.bench.workloads import filler_text, topics
-from reame.errors import ConfigError
+from reame_bench.sse_reader import BenchTargetError, ChunkTally, SseDecoder, read_stream
+from reame_bench.targets import Messages, Timeline, api_base, chat_request_body, target_names
+from reame_bench.workloads import filler_text, topics
 
 
 def chunk(content: str | None = None, usage: dict | None = None, role: bool = False) -> str:
@@ -398,10 +398,11 @@ def test_the_json_has_every_metric_for_every_target() -> None:
 
 
 def test_the_flags_parse_and_in_process_needs_a_url(capsys: pytest.CaptureFixture) -> None:
-    from reame.cli.main import build_parser, main
+    from reame.cli.main import main
+    from reame_bench.cli.main import build_parser
 
     args = build_parser().parse_args(
-        ["bench", "--url", "a:1", "--url", "b:2", "--name", "x", "--api-key", "k", "--in-process"]
+        ["--url", "a:1", "--url", "b:2", "--name", "x", "--api-key", "k", "--in-process"]
     )
     assert args.url == ["a:1", "b:2"] and args.name == ["x"] and args.api_key == "k"
     assert args.in_process
@@ -411,7 +412,7 @@ def test_the_flags_parse_and_in_process_needs_a_url(capsys: pytest.CaptureFixtur
 
 def test_the_http_bench_imports_neither_llama_cpp_nor_sanic() -> None:
     code = (
-        "import sys, reame.bench.http_runner, reame.bench.http_report; "
+        "import sys, reame_bench.http_runner, reame_bench.http_report; "
         "print(sorted(m for m in ('llama_cpp', 'sanic') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -419,7 +420,7 @@ def test_the_http_bench_imports_neither_llama_cpp_nor_sanic() -> None:
 
 
 def test_prefix_openings_share_their_first_words_and_differ_after() -> None:
-    from reame.bench.prefix_runner import openings
+    from reame_bench.prefix_runner import openings
 
     for label, qs in openings(6).items():
         assert len(set(qs)) == 6, label

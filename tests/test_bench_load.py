@@ -12,8 +12,9 @@ import pytest
 from pydantic import ValidationError
 
 from reame.api.schemas import ChatRequest
-from reame.bench.load_client import Outcome
-from reame.bench.load_mix import (
+from reame.errors import ConfigError
+from reame_bench.load_client import Outcome
+from reame_bench.load_mix import (
     DROP,
     KINDS,
     LOAD_WEIGHTS,
@@ -25,11 +26,10 @@ from reame.bench.load_mix import (
     MixShape,
     plan,
 )
-from reame.bench.load_report import as_table, percentile, summarize
-from reame.bench.serve_process import require_loopback
-from reame.bench.soak_plot import Sample
-from reame.bench.soak_runner import sample_times, verdicts
-from reame.errors import ConfigError
+from reame_bench.load_report import as_table, percentile, summarize
+from reame_bench.serve_process import require_loopback
+from reame_bench.soak_plot import Sample
+from reame_bench.soak_runner import sample_times, verdicts
 from reame_command import reame_command
 
 SHAPE = MixShape("smollm2-135m", max_body_bytes=256 * 1024, context_tokens=2048)

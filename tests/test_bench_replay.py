@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from reame.bench.replay_plot import cost_png, overlap_png
-from reame.bench.replay_report import (
+from reame_bench.replay_plot import cost_png, overlap_png
+from reame_bench.replay_report import (
     Record,
     figures,
     markdown,
@@ -25,8 +25,8 @@ from reame.bench.replay_report import (
     window_size,
     windows,
 )
-from reame.bench.replay_servers import llama_server_command
-from reame.bench.replay_traces import (
+from reame_bench.replay_servers import llama_server_command
+from reame_bench.replay_traces import (
     AGENT_TURNS,
     OVERLAPS,
     RAG_BLOCK,
@@ -39,8 +39,8 @@ from reame.bench.replay_traces import (
     next_messages,
     request_body,
 )
-from reame.bench.sse_reader import ChunkTally
-from reame.bench.targets import Timeline
+from reame_bench.sse_reader import ChunkTally
+from reame_bench.targets import Timeline
 from reame_command import reame_command
 from server_process import small_server
 

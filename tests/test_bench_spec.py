@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from reame.bench.spec_runner import AFTER_RESTART, MODES, bench_spec, questions, reworded
-from reame.bench.targets import Messages, Timeline
+from reame_bench.spec_runner import AFTER_RESTART, MODES, bench_spec, questions, reworded
+from reame_bench.targets import Messages, Timeline
 
 
 @dataclass

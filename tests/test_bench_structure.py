@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from reame.bench import spec_runner, structure_runner
-from reame.bench.structure_report import as_json, as_table
-from reame.bench.structure_runner import (
+from reame_bench import spec_runner, structure_runner
+from reame_bench.structure_report import as_json, as_table
+from reame_bench.structure_runner import (
     ALL_STRUCTURED,
     MODES,
     OFF,
@@ -25,7 +25,7 @@ from reame.bench.structure_runner import (
     bench_structure,
     ratio_name,
 )
-from reame.bench.workloads import topics
+from reame_bench.workloads import topics
 
 RATE = {ON: 150.0, OFF: 100.0, PLAIN: 80.0}
 TOKENS = 101  # a decode rate of RATE tok/s over the 100 tokens after the first

@@ -9,9 +9,10 @@ from collections import Counter
 
 import pytest
 
-from reame.bench.structured_cli import bench as structured_bench
-from reame.bench.structured_grade import Answer, ToolCall, grade, schema_problem
-from reame.bench.structured_report import (
+from reame.errors import ConfigError
+from reame_bench.cli.structured import bench as structured_bench
+from reame_bench.structured_grade import Answer, ToolCall, grade, schema_problem
+from reame_bench.structured_report import (
     DECODE,
     FORCED,
     GRAMMAR,
@@ -32,8 +33,8 @@ from reame.bench.structured_report import (
     metrics_delta,
     summarize,
 )
-from reame.bench.structured_runner import FORCED_OFF, FORCED_ON, StreamFold
-from reame.bench.structured_workload import (
+from reame_bench.structured_runner import FORCED_OFF, FORCED_ON, StreamFold
+from reame_bench.structured_workload import (
     EXTRACTION,
     MAX_TOKENS,
     ORDER_SCHEMA,
@@ -42,8 +43,7 @@ from reame.bench.structured_workload import (
     extraction_items,
     tool_items,
 )
-from reame.bench.targets import Timeline
-from reame.errors import ConfigError
+from reame_bench.targets import Timeline
 from reame_command import reame_command
 
 

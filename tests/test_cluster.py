@@ -16,8 +16,8 @@ import pytest
 from openai import OpenAI
 
 from haproxy_process import HAProxy
-from reame.bench.workloads import filler_text
 from reame.route_key import ROUTE_HEADER, route_key
+from reame_bench.workloads import filler_text
 from redis_server import RedisServer
 from server_process import ServerProcess
 

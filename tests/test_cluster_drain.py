@@ -14,9 +14,9 @@ import time
 import httpx
 
 from haproxy_process import HAProxy
-from reame.bench.cluster_processes import SERVER_HEADER
-from reame.bench.serve_process import ServeProcess
 from reame.route_key import ROUTE_HEADER, route_key
+from reame_bench.cluster_processes import SERVER_HEADER
+from reame_bench.serve_process import ServeProcess
 
 MODEL = "smollm2-135m"
 ARGS = ["--threads", "1", "--parallel", "2", "--context-length", "2048"]

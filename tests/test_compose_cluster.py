@@ -43,8 +43,8 @@ from dashboard_queries import (
     wait_for_a_scrape,
 )
 from haproxy_process import SHIPPED
-from reame.bench.workloads import filler_text
 from reame.route_key import ROUTE_HEADER, route_key
+from reame_bench.workloads import filler_text
 from server_process import free_port
 
 PROFILES = ("--profile", "cluster", "--profile", "monitoring")

@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import small_settings
-from reame.bench.workloads import filler_text
 from reame.engine.exact_reuse import (
     TILED_QUERIES,
     WIDE_ENOUGH,
@@ -23,6 +22,7 @@ from reame.engine.exact_reuse import (
     path_of,
 )
 from reame.runtime import Runtime
+from reame_bench.workloads import filler_text
 from test_prefix_cache import answer, chat
 
 BUDGET = 512

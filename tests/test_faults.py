@@ -28,7 +28,7 @@ from fault_server import (
     serve,
     wait_for,
 )
-from reame.bench.workloads import filler_text
+from reame_bench.workloads import filler_text
 
 pytestmark = pytest.mark.model
 

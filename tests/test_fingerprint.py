@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from conftest import small_settings
-from reame.bench.workloads import filler_text
 from reame.cache.disk_tier import SUFFIX
 from reame.cache.file_digest import MEMO_NAME, cached_digest, digest, read_memo, stat_key
 from reame.cache.fingerprint import build_fingerprint, cache_fingerprint, model_fingerprint
 from reame.engine.request import FinishEvent
 from reame.runtime import Runtime
 from reame.service import Job
+from reame_bench.workloads import filler_text
 
 
 @pytest.fixture

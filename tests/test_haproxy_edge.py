@@ -22,9 +22,9 @@ import pytest
 from edge_replica import EdgeReplica
 from haproxy_config import amplifications, directives, open_stats_pages, retry_conditions
 from haproxy_process import SHIPPED, HAProxy
-from reame.bench.cluster_processes import SERVER_HEADER
-from reame.bench.serve_process import free_port
 from reame.route_key import ROUTE_HEADER
+from reame_bench.cluster_processes import SERVER_HEADER
+from reame_bench.serve_process import free_port
 from server_process import ServerProcess, small_server
 
 MODEL = "smollm2-135m"

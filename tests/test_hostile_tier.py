@@ -29,7 +29,6 @@ import redis
 import zstandard
 
 from reame import metrics
-from reame.bench.workloads import filler_text
 from reame.cache import shared_store
 from reame.cache.keys import group_chain, group_of
 from reame.cache.shared_store import SharedStore
@@ -42,6 +41,7 @@ from reame.spec.palimpsest import Palimpsest
 from reame.spec.palimpsest_records import encode_record
 from reame.spec.palimpsest_sync import PalimpsestSync
 from reame.spec.palimpsest_tier import RefusedSegment, read_signed, sign_record
+from reame_bench.workloads import filler_text
 from redis_server import RedisServer
 from server_process import ServerProcess
 

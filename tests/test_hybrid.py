@@ -13,12 +13,12 @@ import pytest
 
 from conftest import small_settings
 from reame import metrics
-from reame.bench.synthetic import build_synthetic
 from reame.conclave.convene import convene
 from reame.engine.exact_run import PROBE_LIMIT, longest_exact_run
 from reame.runtime import Runtime
 from reame.service import Job
 from reame.spec.speculation import Speculation
+from reame_bench.synthetic import build_synthetic
 from state_dirs import new_state_dir
 
 pytestmark = pytest.mark.model

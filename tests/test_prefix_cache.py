@@ -13,11 +13,11 @@ from openai import OpenAI
 
 from conftest import small_settings
 from reame import metrics
-from reame.bench.workloads import filler_text
 from reame.cache.disk_tier import SUFFIX
 from reame.cache.snapshot_format import decode
 from reame.runtime import Runtime
 from reame.service import Job
+from reame_bench.workloads import filler_text
 from server_process import ServerProcess
 
 pytestmark = pytest.mark.model

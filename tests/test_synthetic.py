@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reame.bench import synthetic
-from reame.bench.gguf_tokenizer import tokenizer_source
-from reame.bench.synthetic import SHAPES, build_synthetic, describe, synthetic_path
 from reame.errors import ConfigError
 from reame.llama import Context, ContextShape, Model
+from reame_bench import synthetic
+from reame_bench.gguf_tokenizer import tokenizer_source
+from reame_bench.synthetic import SHAPES, build_synthetic, describe, synthetic_path
 
 pytestmark = pytest.mark.model
 

@@ -15,8 +15,8 @@ from conftest import small_settings
 from reame.api.calls import Call
 from reame.api.schemas import ChatRequest
 from reame.api.served import Served
-from reame.bench.synthetic import build_synthetic
 from reame.runtime import Runtime
+from reame_bench.synthetic import build_synthetic
 from state_dirs import new_state_dir
 
 pytestmark = pytest.mark.model

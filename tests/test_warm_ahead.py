@@ -13,13 +13,13 @@ import pytest
 
 from conftest import small_settings
 from reame import metrics
-from reame.bench.workloads import filler_text
 from reame.cache.prefix_reuse import SessionKey
 from reame.engine.request import FinishEvent, GenerationRequest
 from reame.engine.sequence import SeqState
 from reame.engine.warm_ahead import WarmGauge, warm_tail
 from reame.runtime import Runtime
 from reame.service import Job
+from reame_bench.workloads import filler_text
 
 SYSTEM = "You answer in one short sentence. " + filler_text(seed=5, num_words=200)
 QUESTIONS = ("Name a colour.", "Name a fruit.", "And another one?")

@@ -1,162 +1,37 @@
-"""`reame bench`: seeded workloads, Reame beside a plain llama-cpp-python loop, with ratios; with
---url, OpenAI-compatible servers (and Reame in process) side by side."""
+"""`reame bench`: hands its arguments to the benchmark harness, a distribution of its own
+(`reame-bench`, in bench/ of a clone) that the server does not ship; without it, one line saying
+how to install it."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import importlib
-from contextlib import nullcontext
+import sys
 
-from reame.bench import structured_cli
-from reame.bench.report import as_json, as_table
-from reame.bench.runner import bench_engine
-from reame.cli.bench_cluster import bench_cluster
-from reame.cli.bench_flags import add_flags
-from reame.cli.bench_hostile import bench_hostile
-from reame.cli.bench_in_process import bench_conclave, bench_structure
-from reame.cli.bench_load import bench_load
-from reame.cli.bench_replay import bench_replay
-from reame.cli.bench_restartable import bench_prefix, bench_spec
-from reame.cli.bench_settings import bench_settings, progress
-from reame.errors import ConfigError
-from reame.runtime import Runtime
-
-
-def need_bench_packages() -> None:
-    missing = []
-    for name in BENCH_NEEDS:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError:
-            missing.append(name)
-    if missing:
-        raise ConfigError(
-            f"reame bench needs {' and '.join(missing)}, which serving does not: "
-            "pip install 'reame[bench]' (in a checkout: pip install -e '.[bench]')"
-        )
+MISSING = (
+    "reame bench needs the benchmark harness: python3 -m pip install -e ./bench "
+    "(from a clone of Reame)"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    # NOTE: no option of its own (prefix_chars no argument starts with, no -h): every argument,
+    # --help and `--` included, is the harness's, which parses them as `reame bench`
     p = sub.add_parser(
         "bench",
         help="measure Reame against a plain llama-cpp-python loop, or servers side by side (--url)",
+        prefix_chars="\0",
+        add_help=False,
     )
-    add_flags(p)
+    p.add_argument("argv", nargs=argparse.REMAINDER)
     p.set_defaults(handler=bench)
 
 
-BENCH_NEEDS = ("httpx", "matplotlib")  # the bench's, not the server's: `pip install reame[bench]`
-
-
 def bench(args: argparse.Namespace) -> int:
-    need_bench_packages()
-    family_defaults(args)
-    if args.replay:
-        return bench_replay(args)
-    if args.build_only:
-        if not args.synthetic:
-            raise ConfigError("--build-only goes with --synthetic SHAPE")
-        print(bench_settings(args).model_path)
-        return 0
-    if args.step_costs:
-        return bench_step_costs(args)
-    if args.structured:
-        return structured_cli.bench(args, progress)
-    if args.cluster:
-        return bench_cluster(args)
-    if args.hostile:
-        return bench_hostile(args)
-    if args.load or args.soak:
-        return bench_load(args)
-    if args.prefix and args.spec:
-        raise ConfigError("--prefix and --spec are separate benches: give one")
-    if args.prefix:
-        return bench_prefix(args)
-    if args.spec:
-        return bench_spec(args)
-    if args.structure:
-        return bench_structure(args)
-    if args.conclave:
-        return bench_conclave(args)
-    if args.after_restart:
-        raise ConfigError("--after-restart goes with --prefix or --spec")
-    if args.url or args.in_process:
-        return bench_servers(args)
-    settings = bench_settings(args)
-    with Runtime(settings) as runtime:
-        header = {
-            "model": runtime.model.name
-            + (
-                " (SYNTHETIC: random weights with the shapes of "
-                f"{args.synthetic}; its text is noise, its costs are "
-                "real)"
-                if args.synthetic
-                else ""
-            ),
-            "file": str(runtime.model_path),
-            "threads": runtime.tuned.threads,
-            "context_length": runtime.tuned.context_length,
-            "batch_size": runtime.tuned.batch_size,
-            "parallel": runtime.tuned.parallel,
-            "runs": args.runs,
-            "prompt_tokens": args.prompt_tokens,
-            "max_tokens": args.max_tokens,
-        }
-        figures = bench_engine(runtime, args.runs, args.prompt_tokens, args.max_tokens, progress)
-    print(as_json(header, figures) if args.json else as_table(header, figures))
-    return 0
-
-
-def family_defaults(args: argparse.Namespace) -> None:
-    """The flags whose default depends on the bench: --replay's requests are fewer and shorter."""
-    for flag, default, replay in (
-        ("max_tokens", 128, 32), ("requests", 2000, 100), ("system_words", 600, 400)
-    ):  # fmt: skip
-        if getattr(args, flag) is None:
-            setattr(args, flag, replay if args.replay else default)
-
-
-def bench_servers(args: argparse.Namespace) -> int:
-    from reame.bench import http_report, http_runner
-
-    if not args.url:
-        raise ConfigError(
-            "--in-process adds Reame's engine beside --url targets: give at least one --url "
-            "(`reame bench` alone compares the engine with a plain loop)"
-        )
-    if args.synthetic and not args.in_process:
-        raise ConfigError("--synthetic builds a model for --in-process; a server loads its own")
-    runtime_cm = Runtime(bench_settings(args)) if args.in_process else nullcontext()
-    with runtime_cm as runtime:
-        header, figures = asyncio.run(
-            http_runner.bench_servers(
-                args.url,
-                args.name,
-                args.api_key,
-                runtime,
-                args.runs,
-                args.prompt_tokens,
-                args.max_tokens,
-                progress,
-                args.seed,
-            )
-        )
-    report = http_report.as_json if args.json else http_report.as_table
-    print(report(header, figures))
-    return 0
-
-
-def bench_step_costs(args: argparse.Namespace) -> int:
-    from reame.bench.step_costs import as_table, measure
-    from reame.llama import Model
-    from reame.runtime import model_file
-
-    settings = bench_settings(args)
-    with Model(model_file(settings)) as model:
-        name = model.name + (
-            f" (synthetic {args.synthetic}: random weights)" if args.synthetic else ""
-        )
-        costs = measure(model, settings.threads or 2, repeats=max(args.runs, 3))
-    print(as_table(f"{name}, {model.memory_kind}", costs))
-    return 0
+    try:
+        from reame_bench.cli.main import main
+    except ModuleNotFoundError as exc:
+        if exc.name != "reame_bench":
+            raise
+        print(MISSING, file=sys.stderr)
+        return 2
+    return main(args.argv)

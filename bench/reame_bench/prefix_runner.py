@@ -1,0 +1,150 @@
+"""`reame bench --prefix`: what the prefix cache saves, against any OpenAI-compatible servers.
+
+(a) a shared 1.5k-word system prompt with varied questions: time to first token cold (or, with
+    --after-restart, the first request after the servers restarted) and warm;
+(b) a multi-turn conversation: time to first token and reused prompt tokens per turn;
+(c) an overlap sweep: requests sharing 100, 75, 50, 25 and 0% of a 2k-word prefix that the
+    target has seen once (in that order: a server that keeps one prompt per slot still holds
+    the shared head of the previous one);
+(d) questions that share their first words behind the system prompt of (a): "Question N:"
+    then a few words (a short shared opening), and a 120-word passage then a few words (a
+    long one), each seen once and then asked again with other words.
+
+Targets run one after another, never interleaved: each one's cache state is the point. Prompts
+are seeded, so a second invocation (after restarting the servers) sends the same ones.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+
+from reame_bench.http_runner import HttpFigures, Samples, aggregate_tps, summarize
+from reame_bench.targets import Messages, Target
+from reame_bench.workloads import filler_text, topics
+
+SYSTEM_WORDS = 1500
+SWEEP_WORDS = 2000
+SHARES = (100, 75, 50, 25, 0)
+TURNS = 4
+ANSWER_TOKENS = 2  # only the time to first token matters here
+TURN_ANSWER_TOKENS = 24
+SWEEP_ANSWER_TOKENS = 64  # enough tokens for a decode rate (speculation as the server sets it)
+COLD, WARM, RESTARTED = "cold s", "warm s", "first after restart s"
+
+
+def system_prompt() -> str:
+    return "Answer in one short sentence. " + filler_text(seed=1501, num_words=SYSTEM_WORDS)
+
+
+def questions(count: int) -> list[str]:
+    return [f"{q} ({filler_text(seed=900 + i, num_words=2)})" for i, q in enumerate(topics(count))]
+
+
+def chat(system: str, question: str) -> Messages:
+    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+
+def openings(count: int) -> dict[str, list[str]]:
+    """(d)'s questions: a short and a long shared opening, then different words."""
+    passage = filler_text(seed=4001, num_words=120)
+    words = [filler_text(seed=950 + i, num_words=4) for i in range(count)]
+    return {
+        "short opening": [f"Question {i + 1}: {w}?" for i, w in enumerate(words)],
+        "120-word opening": [f"{passage} Question: {w}?" for w in words],
+    }
+
+
+def sweep_prompt(share: int) -> Messages:
+    """SWEEP_WORDS words of which the first share% are the shared prefix."""
+    shared = filler_text(seed=2001, num_words=SWEEP_WORDS).split()
+    keep = SWEEP_WORDS * share // 100
+    other = filler_text(seed=3000 + share, num_words=SWEEP_WORDS - keep).split()
+    words = shared[:keep] + other
+    return [{"role": "user", "content": " ".join(words) + " Summarize this text."}]
+
+
+Restart = Callable[[], Awaitable[None]]
+
+
+async def shared_system(
+    target: Target, runs: int, after_restart: bool, restart: Restart | None, samples: Samples
+) -> None:
+    system, qs = system_prompt(), questions(runs + 2)
+    first = await target.stream(chat(system, qs[0]), ANSWER_TOKENS)
+    samples[RESTARTED if after_restart else COLD][target.name] = [first.ttft]
+    warm = [(await target.stream(chat(system, q), ANSWER_TOKENS)).ttft for q in qs[1 : runs + 1]]
+    samples[WARM][target.name] = [statistics.median(warm)]
+    samples["warm reused tokens"][target.name] = [
+        float((await target.stream(chat(system, qs[runs + 1]), ANSWER_TOKENS)).num_cached_tokens)
+    ]
+    if restart is not None and not after_restart:
+        await restart()
+        again = await target.stream(chat(system, qs[0] + " Again."), ANSWER_TOKENS)
+        samples[RESTARTED][target.name] = [again.ttft]
+
+
+async def multi_turn(target: Target, samples: Samples) -> None:
+    messages = [{"role": "system", "content": system_prompt()}]
+    for turn, q in enumerate(questions(TURNS), start=1):
+        messages.append({"role": "user", "content": q})
+        t = await target.stream(messages, TURN_ANSWER_TOKENS)
+        samples[f"turn {turn} s"][target.name] = [t.ttft]
+        samples[f"turn {turn} reused tokens"][target.name] = [float(t.num_cached_tokens)]
+        messages.append({"role": "assistant", "content": t.text})
+
+
+async def overlap_sweep(target: Target, samples: Samples) -> None:
+    await target.stream(sweep_prompt(100), ANSWER_TOKENS)  # seen once
+    for share in SHARES:
+        t = await target.stream(sweep_prompt(share), SWEEP_ANSWER_TOKENS)
+        samples[f"share {share}% s"][target.name] = [t.ttft]
+        samples[f"share {share}% reused tokens"][target.name] = [float(t.num_cached_tokens)]
+        samples[f"share {share}% decode tok/s"][target.name] = [aggregate_tps([t])]
+
+
+async def shared_openings(target: Target, runs: int, samples: Samples) -> None:
+    system = system_prompt()
+    for label, qs in openings(runs + 1).items():
+        await target.stream(chat(system, qs[0]), ANSWER_TOKENS)  # seen once
+        timed = [await target.stream(chat(system, q), ANSWER_TOKENS) for q in qs[1:]]
+        samples[f"{label} s"][target.name] = [statistics.median(t.ttft for t in timed)]
+        samples[f"{label} reused tokens"][target.name] = [
+            statistics.median(float(t.num_cached_tokens) for t in timed)
+        ]
+
+
+async def bench_prefix(
+    targets: Sequence[Target],
+    runs: int,
+    after_restart: bool,
+    restarts: dict[str, Restart],
+    log: Callable[[str], None],
+) -> dict[str, HttpFigures]:
+    """One table per workload; ratios against the first target."""
+    names = [t.name for t in targets]
+    # title -> metric -> target -> values, rows in the order they were first written
+    tables: defaultdict[str, Samples] = defaultdict(lambda: defaultdict(dict))
+    for target in targets:
+        log(f"{target.name}: shared system prompt")
+        await shared_system(
+            target,
+            runs,
+            after_restart,
+            restarts.get(target.name),
+            tables["(a) shared system prompt, time to first token"],
+        )
+        if after_restart:
+            continue  # the rest would only measure warm caches again
+        log(f"{target.name}: multi-turn")
+        await multi_turn(target, tables["(b) multi-turn"])
+        log(f"{target.name}: overlap sweep")
+        await overlap_sweep(target, tables["(c) overlap sweep"])
+        log(f"{target.name}: shared openings")
+        await shared_openings(target, runs, tables["(d) questions sharing their first words"])
+    out = {}
+    for title, samples in tables.items():
+        complete = {m: v for m, v in samples.items() if set(v) == set(names)}
+        out[title] = summarize(complete, names)
+    return out
