@@ -1,88 +1,34 @@
-"""A real `reame serve` on 127.0.0.1 for the HTTP tests, started as a user would start it."""
+"""A real `reame serve` on 127.0.0.1 for the HTTP tests: the bench's launcher
+(reame_bench.serve_process), given REAME_* variables as a test writes them and a throwaway state
+directory (never the user's cache), with its log apart from that directory."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+from reame.config import ENV_PREFIX
+from reame_bench.serve_process import ServeProcess, free_port, read_metrics
 from state_dirs import new_state_dir
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["ServerProcess", "free_port", "small_server"]
 
 
-class ServerProcess:
+class ServerProcess(ServeProcess):
     def __init__(
         self, *args: str, env: dict[str, str] | None = None, entry: str | None = None
     ) -> None:
-        """`entry`: a script to run instead of `python -m reame.cli.main` (one that puts a
-        fault into the real server)."""
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("REAME_")}
-        full_env["PYTHONPATH"] = str(Path(__file__).parents[1] / "app")
-        full_env.update(env or {})
-        # NOTE: never the user's own cache; a test that shares one passes REAME_STATE_DIR
-        full_env.setdefault("REAME_STATE_DIR", str(new_state_dir()))
-        self.state_dir = Path(full_env["REAME_STATE_DIR"])
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                *([entry] if entry else ["-m", "reame.cli.main"]),
-                "serve",
-                "--port",
-                str(self.port),
-                *args,
-            ],
-            env=full_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self._wait_ready()
-
-    def _wait_ready(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"reame serve exited: {self.proc.stderr.read()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2):
-                    return
-            except urllib.error.HTTPError:
-                return  # it answers: a degraded server says why on /health
-            except OSError:
-                time.sleep(0.2)
-        raise RuntimeError("reame serve did not become healthy")
+        """`env`: REAME_* variables; a test that shares a state directory passes
+        REAME_STATE_DIR. `entry`: a script to run instead of `python -m reame.cli.main` (one
+        that puts a fault into the real server). Its output: `log_lines()`."""
+        assert all(k.startswith(ENV_PREFIX) for k in env or {}), env
+        settings = {k.removeprefix(ENV_PREFIX).lower(): v for k, v in (env or {}).items()}
+        state_dir = Path(settings.pop("state_dir", None) or new_state_dir())
+        log_path = new_state_dir() / "serve.log"
+        super().__init__(args, settings, state_dir=state_dir, log_path=log_path, entry=entry)
 
     def metric(self, name: str, labels: str = "") -> float:
         """One sample of /metrics, e.g. metric("reame_running_sequences")."""
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        wanted = f"{name}{{{labels}}}" if labels else name
-        for line in text.splitlines():
-            if line.startswith(wanted + " "):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return read_metrics(self.url).get(f"{name}{{{labels}}}" if labels else name, 0.0)
 
 
 def small_server(

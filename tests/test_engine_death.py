@@ -38,6 +38,6 @@ def test_a_dead_engine_thread_is_reported_and_ends_the_process() -> None:
         assert refused.status_code == 503 and refused.json()["error"]["code"] == "engine_failed"
         code = srv.proc.wait(timeout=60)
         assert code != 0
-        assert "injected fault" in srv.proc.stderr.read()
+        assert "injected fault" in "\n".join(srv.log_lines())
     finally:
         srv.stop()

@@ -476,5 +476,5 @@ def test_keys_from_a_file_and_the_environment_can_guard_metrics(tmp_path) -> Non
         assert httpx.get(f"{srv.url}/health").status_code == 200
     finally:
         srv.stop()
-    logs = srv.proc.stderr.read() + srv.proc.stdout.read()
+    logs = "\n".join(srv.log_lines())
     assert "from-file" not in logs and "from-env" not in logs  # keys are never logged

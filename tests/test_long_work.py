@@ -126,9 +126,7 @@ def test_sigterm_lets_a_long_stream_finish_and_counts_it() -> None:
         usage = json.loads(rest[-2][len("data: ") :])["usage"]
         assert usage["completion_tokens"] == 300  # the whole answer, not a cut one
         assert srv.proc.wait(timeout=200) == 0
-        drained = [
-            json.loads(line) for line in srv.proc.stderr.read().splitlines() if '"draining"' in line
-        ]
+        drained = [json.loads(line) for line in srv.log_lines() if '"draining"' in line]
         assert drained and drained[0]["requests"] == 1  # NOTE: counted (was 0: no drain)
     finally:
         srv.stop()

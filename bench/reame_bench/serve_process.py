@@ -1,5 +1,6 @@
-"""A real `reame serve` on 127.0.0.1 that `reame bench --load` and `--soak` start, load, read
-and stop: a child process as a user would start it, on a state directory of its own."""
+"""A real `reame serve` on 127.0.0.1, started as a user would start it, on a state directory of
+its own: the one launcher of it that the benches (`--load`, `--soak`, `--hostile`, `--replay`,
+`--cluster`, `--structured`) and the tests' (tests/server_process.py) start, read and stop."""
 
 from __future__ import annotations
 
@@ -50,8 +51,10 @@ def python_path(env: Mapping[str, str]) -> str:
 
 class ServeProcess:
     """`args`: what follows `reame serve` (model, settings flags); `settings`: REAME_* values;
-    `port` and `state_dir`: a restart's, else new ones. The child's stderr goes to a file in its
-    state directory, never a pipe nobody drains."""
+    `port` and `state_dir`: a restart's, else new ones. The child's stdout and stderr go to
+    `log_path` (default: serve.log in its state directory), never a pipe nobody drains; the
+    file's directory is its working directory. `entry`: a script run in place of
+    `python -m reame.cli.main` (a test's, that puts a fault into the real server)."""
 
     def __init__(
         self,
@@ -60,24 +63,26 @@ class ServeProcess:
         ready_timeout: float = 180,
         port: int | None = None,
         state_dir: Path | None = None,
+        log_path: Path | None = None,
+        entry: str | None = None,
     ) -> None:
         self.args, self.settings = tuple(args), dict(settings)
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="reame-bench-serve-"))
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = self.state_dir / "serve.log"
+        self.log_path = log_path or self.state_dir / "serve.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
         env["PYTHONPATH"] = python_path(env)
         env.update({f"{ENV_PREFIX}{k.upper()}": v for k, v in settings.items()})
         env[f"{ENV_PREFIX}STATE_DIR"] = str(self.state_dir)
         env[f"{ENV_PREFIX}LOG_FORMAT"] = "json"  # NOTE: error lines are picked out by level
-        command = [sys.executable, "-m", "reame.cli.main", "serve"]
+        command = [sys.executable, *([entry] if entry else ["-m", "reame.cli.main"]), "serve"]
         command += ["--host", "127.0.0.1", "--port", str(self.port), *args]
         self._log = self.log_path.open("a")
-        # NOTE: cwd is the state directory, so a reame.conf where the bench was started does not
+        # NOTE: cwd is the log's directory, so a reame.conf where the bench was started does not
         # reach the server unless --config names it
         self.proc = subprocess.Popen(
-            command, env=env, cwd=self.state_dir, stdout=self._log, stderr=subprocess.STDOUT
+            command, env=env, cwd=self.log_path.parent, stdout=self._log, stderr=subprocess.STDOUT
         )
         try:
             self._wait_ready(ready_timeout)
