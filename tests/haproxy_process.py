@@ -20,7 +20,9 @@ def render(config: str, servers: list[str], ports: dict[str, int]) -> str:
 
 
 class HAProxy(HAProxyProcess):
-    def __init__(self, servers: list[str], name_servers: bool = False) -> None:
+    def __init__(
+        self, servers: list[str], name_servers: bool = False, up: int | None = None
+    ) -> None:
         if shutil.which("haproxy") is None:
             pytest.skip("haproxy is not installed (Debian: apt-get install haproxy)")
-        super().__init__(servers, check_interval=CHECK_INTERVAL, name_servers=name_servers)
+        super().__init__(servers, check_interval=CHECK_INTERVAL, name_servers=name_servers, up=up)

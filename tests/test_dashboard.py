@@ -30,7 +30,7 @@ from dashboard_queries import (
     rows,
     wait_for_a_scrape,
 )
-from haproxy_process import SHIPPED, render
+from haproxy_process import HAProxy
 from reame import metrics
 from server_process import ServerProcess, free_port
 from state_dirs import new_state_dir
@@ -175,34 +175,20 @@ def test_the_dashboard_names_only_metrics_reame_exports() -> None:
             assert not unknown, f"panel {panel['title']!r} queries {unknown}"
 
 
-def haproxy_exported_series(work: Path) -> set[str]:
+def haproxy_exported_series() -> set[str]:
     """The series names of HAProxy's Prometheus exporter, asked on a real haproxy running the
     shipped config with one replica address nobody answers on: every per-server family shows
     for a server that is DOWN."""
-    ports = {":8000": free_port(), ":8001": free_port(), ":8404": free_port()}
-    config = work / "haproxy.cfg"
-    config.write_text(render(SHIPPED.read_text(), [f"127.0.0.1:{free_port()}"], ports))
-    proc = subprocess.Popen(["haproxy", "-W", "-db", "-f", str(config)], stderr=subprocess.PIPE)
+    proxy = HAProxy([f"127.0.0.1:{free_port()}"], up=0)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                text = httpx.get(f"http://127.0.0.1:{ports[':8404']}/metrics", timeout=2).text
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, proc.stderr.read()
-                assert time.monotonic() < deadline, "haproxy did not answer"
-                time.sleep(0.1)
+        text = httpx.get(f"{proxy.stats}/metrics", timeout=5).text
     finally:
-        proc.terminate()
-        proc.wait(10)
+        proxy.stop()
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1] != "#"}
 
 
-def test_the_dashboard_names_only_metrics_haproxy_exports(tmp_path: Path) -> None:
-    if shutil.which("haproxy") is None:
-        pytest.skip("haproxy is not installed (Debian: apt-get install haproxy)")
-    exported = haproxy_exported_series(tmp_path)
+def test_the_dashboard_names_only_metrics_haproxy_exports() -> None:
+    exported = haproxy_exported_series()
     for panel in panels():
         for target in panel["targets"]:
             unknown = set(re.findall(r"\bhaproxy_\w+", target["expr"])) - exported

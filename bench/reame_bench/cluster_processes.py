@@ -105,7 +105,9 @@ class HAProxyProcess:
         config: Path = SHIPPED_HAPROXY,
         check_interval: str | None = None,
         name_servers: bool = False,
+        up: int | None = None,
     ) -> None:
+        """`up`: how many replicas to wait for HAProxy to see up (default: all of them)."""
         program = require("haproxy", "haproxy")
         if not config.is_file():
             raise ConfigError(f"no HAProxy config at {config}: give --haproxy-config")
@@ -124,7 +126,7 @@ class HAProxyProcess:
             stderr=subprocess.PIPE,
             text=True,
         )
-        self.wait_up(len(servers))
+        self.wait_up(len(servers) if up is None else up)
 
     def servers_up(self) -> int:
         """Replicas whose /ready check passes, as HAProxy's own metrics say."""
