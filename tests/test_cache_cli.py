@@ -9,7 +9,7 @@ from pathlib import Path
 from reame.cache.disk_tier import DiskTier
 from reame.cache.keys import group_chain, group_of, prefix_key
 from reame.cache.snapshot_format import encode
-from reame.engine.request import SavedState
+from reame.saved_state import SavedState
 from reame_command import reame_command
 
 FINGERPRINT = "f" * 24

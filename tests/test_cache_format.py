@@ -24,7 +24,7 @@ from reame.cache.snapshot_format import (
     encode,
     read_header,
 )
-from reame.engine.request import SavedState
+from reame.saved_state import SavedState
 
 FINGERPRINT = "0123456789abcdef01234567"
 NUM_TOKENS = 100

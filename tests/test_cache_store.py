@@ -29,7 +29,7 @@ from reame.cache.keys import group_chain, group_of, prefix_key
 from reame.cache.maintenance import prune
 from reame.cache.prefix_cache import CacheConfig, Hit, PrefixCache
 from reame.cache.snapshot_format import SnapshotError, decode, encode, read_header
-from reame.engine.request import SavedState
+from reame.saved_state import SavedState
 
 FINGERPRINT = "fp-test-0123456789abcdef"
 MIN_TOKENS = 64
@@ -280,7 +280,7 @@ WRITER = """
     from reame.cache.disk_tier import DiskTier
     from reame.cache.prefix_cache import CacheConfig, PrefixCache
     from reame.cache.snapshot_format import encode
-    from reame.engine.request import SavedState
+    from reame.saved_state import SavedState
 
     root, mode = Path(sys.argv[1]), sys.argv[2]
     data = os.urandom(8 << 20)
@@ -377,7 +377,7 @@ SAME_KEY_WRITER = """
     from reame.cache.disk_tier import DiskTier
     from reame.cache.keys import group_chain, group_of, prefix_key
     from reame.cache.snapshot_format import encode
-    from reame.engine.request import SavedState
+    from reame.saved_state import SavedState
 
     root, fingerprint, times = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     tokens = list(range(1000, 1100))

@@ -14,9 +14,10 @@ import pytest
 from fake_llama import FakeContext, FakeModel, reference
 from reame import metrics
 from reame.engine.engine import Engine
-from reame.engine.request import Event, FinishEvent, GenerationRequest, SavedState, TokenEvent
+from reame.engine.request import Event, FinishEvent, GenerationRequest, TokenEvent
 from reame.llama import ContextShape
 from reame.sampling import SamplingParams
+from reame.saved_state import SavedState
 from reame.spec.controller import SpecController
 from reame.spec.speculation import Speculation
 

@@ -12,8 +12,9 @@ import pytest
 
 from fake_llama import FakeContext, FakeModel, reference
 from reame.engine.engine import Engine
-from reame.engine.request import GenerationRequest, SavedState
+from reame.engine.request import GenerationRequest
 from reame.llama import ContextShape
+from reame.saved_state import SavedState
 from reame.spec.controller import SpecController
 from reame.spec.speculation import Speculation
 from test_engine_fake import CONTEXT_LENGTH, Run, greedy

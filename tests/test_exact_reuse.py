@@ -183,3 +183,24 @@ def test_questions_that_share_first_words_reuse_them_and_answer_as_cold(
     assert stride - TILED_QUERIES < cached[QUESTIONS[-2]] < stride
     widened = prompt_lengths[QUESTIONS[-1]] - TILED_QUERIES
     assert header - TILED_QUERIES < widened == cached[QUESTIONS[-1]] < header - WIDE_ENOUGH // 4
+
+
+@pytest.mark.model
+def test_a_stored_state_that_parts_from_the_prompt_serves_what_they_share_answering_as_cold(
+    smollm2_path: Path, cold: dict[str, list[int]]
+) -> None:
+    # one sequence, taken between the two questions by another conversation: only the RAM
+    # tier can serve the second, by what it shares with the first's state (not a prefix of it)
+    settings = small_settings(smollm2_path, spec="off", prefix_cache_disk=False, parallel=1)
+    tree, bush = QUESTIONS[2], QUESTIONS[3]
+    with Runtime(settings) as runtime:
+        service = runtime.service
+        answer(runtime, tree, SYSTEM)
+        answer(runtime, "Name a colour.", "Be terse. " + filler_text(seed=31, num_words=120))
+        tokens, cached = answer(runtime, bush, SYSTEM)
+        messages = chat(bush, SYSTEM)
+        prompt = service.chat_prompt(messages)
+        header = service.chat_marks(messages, prompt)[0]
+    assert tokens == cold[bush]
+    # all it shares but the 64 tokens before its end, which a cold request computes tiled
+    assert cached == len(prompt) - TILED_QUERIES > header

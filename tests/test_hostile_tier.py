@@ -36,7 +36,7 @@ from reame.cache.snapshot_format import MAGIC, SnapshotError, decode, encode, re
 from reame.cache.state_bound import StateBound
 from reame.cache.tier_listing import prefix_entry, segment_name, segment_status
 from reame.cache.tier_mac import TAG_BYTES, TierMac
-from reame.engine.request import SavedState
+from reame.saved_state import SavedState
 from reame.spec.palimpsest import Palimpsest
 from reame.spec.palimpsest_records import encode_record
 from reame.spec.palimpsest_sync import PalimpsestSync

@@ -5,12 +5,14 @@ restored, and what a finished answer leaves behind."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
 from reame.cache.prefix_cache import CacheConfig, PrefixCache
 from reame.cache.prefix_reuse import PrefixReuse, SessionKey
-from reame.engine.request import FinishEvent, SavedState
+from reame.engine.request import FinishEvent
+from reame.saved_state import SavedState
 from reame.sessions import SessionStore
 
 ALICE, BOB = SessionKey("alice", "chat-1"), SessionKey("bob", "chat-1")
@@ -64,7 +66,8 @@ def test_a_finished_answer_is_pinned_for_its_session_and_offered_to_everyone(
     final = state([*PROMPT, 7, 8, 9])
     event = FinishEvent("stop", "", len(PROMPT), 3, num_cached_tokens=0, state=final)  # type: ignore[arg-type]
     reuse.finished(event, "", ALICE)
-    assert reuse.sessions.get("chat-1", "alice").state is final  # type: ignore[union-attr]
+    kept = reuse.sessions.get("chat-1", "alice").state  # type: ignore[union-attr]
+    assert kept == replace(final, session="alice/chat-1")
     found = reuse.match([*PROMPT, 7, 8, 9, 10], "", None)
     assert found is not None and found.length == len(PROMPT) + 3
     small = FinishEvent("stop", "", 300, 3, num_cached_tokens=290, state=final)  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from reame.engine.request import SavedState
+from reame.saved_state import SavedState
 from reame.sessions import SessionStore
 
 

@@ -22,7 +22,7 @@ from reame.cache.prefix_cache import CacheConfig, PrefixCache
 from reame.cache.shared_store import SharedStore
 from reame.cache.state_bound import StateBound
 from reame.cache.tier_mac import TierMac
-from reame.engine.request import SavedState
+from reame.saved_state import SavedState
 from reame.spec.palimpsest import Palimpsest
 from reame.spec.palimpsest_records import encode_record
 from reame.spec.palimpsest_sync import PalimpsestSync

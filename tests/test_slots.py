@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reame.detokenize import TextStream
-from reame.engine.request import GenerationRequest, SavedState
+from reame.engine.request import GenerationRequest
 from reame.engine.sequence import Sequence
 from reame.engine.slots import Slots
 from reame.sampling import Sampler, SamplingParams
+from reame.saved_state import SavedState
 
 
 @dataclass
@@ -72,10 +73,20 @@ def test_a_resident_prompt_that_cannot_be_cut_is_computed_again_not_reused() -> 
 def test_a_restored_state_that_cannot_be_cut_to_the_prompt_is_dropped() -> None:
     context = UncuttableContext()
     slots = Slots(context, keeps_prompts=False)
-    stored = SavedState(tuple(range(64)) + (99, 98), b"x" * 66)  # diverges after 64 tokens
+    # diverges after 64 tokens, where its prompt's first chunk ended
+    stored = SavedState(tuple(range(64)) + (99, 98), b"x" * 66, chunk_ends=(64, 66))
     seq = sequence(list(range(64)) + [5, 6], prefix=stored)
     slots.place(seq)
     assert seq.num_computed == seq.num_cached == 0 and context.held[seq.slot] == 0
+
+
+def test_a_state_that_parts_from_the_prompt_where_no_chunk_of_it_ended_is_not_restored() -> None:
+    context = UncuttableContext()
+    slots = Slots(context, keeps_prompts=False)
+    stored = SavedState(tuple(range(64)) + (99, 98), b"x" * 66)  # how it was computed: unknown
+    seq = sequence(list(range(64)) + [5, 6], prefix=stored)
+    slots.place(seq)
+    assert seq.num_computed == seq.num_cached == 0 and seq.slot not in context.held
 
 
 @dataclass

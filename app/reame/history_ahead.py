@@ -19,8 +19,9 @@ from functools import partial
 from typing import Any
 
 from reame import metrics
-from reame.engine.request import Event, FinishEvent, GenerationRequest, common_length
+from reame.engine.request import Event, FinishEvent, GenerationRequest
 from reame.errors import ReameError
+from reame.saved_state import common_length
 from reame.service import Job, Service
 from reame.thinking.framing import with_thought_apart
 

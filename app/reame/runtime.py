@@ -248,7 +248,7 @@ class Runtime:
             settings.session_idle_seconds,
             max_per_owner=max(1, math.ceil(settings.key_share * settings.max_sessions)),
         )
-        reuse = PrefixReuse(self.cache, sessions, self.context.can_cut)
+        reuse = PrefixReuse(self.cache, sessions, self.context.can_cut, self.tuned.batch_size)
         self.engine = Engine(
             self.model,
             self.context,

@@ -23,18 +23,13 @@ from reame import metrics
 from reame.cache.prefix_reuse import PrefixReuse, SessionKey
 from reame.chat_template import ChatTemplate, require_template
 from reame.engine.engine import Engine
-from reame.engine.request import (
-    Event,
-    FinishEvent,
-    GenerationRequest,
-    ThoughtSpec,
-    common_length,
-)
+from reame.engine.request import Event, FinishEvent, GenerationRequest, ThoughtSpec
 from reame.errors import InvalidRequestError
 from reame.grammar import Grammar, Grammars, GrammarSpec
 from reame.llama import Model
 from reame.loop_inbox import ChoiceEvent, LoopInbox
 from reame.sampling import SamplingParams
+from reame.saved_state import common_length
 from reame.segment_tokenizer import SegmentTokenizer, marker_candidates
 from reame.thinking.framing import PromptEnd
 from reame.thinking.syntax import ThinkingSyntax, analyse
@@ -270,7 +265,7 @@ class Service:
             owner=job.owner,
             grammar=job.grammar,
             warm_ahead=warm,
-            session=f"{job.session.owner}/{job.session.session_id}" if job.session else "",
+            session=job.session.name if job.session else "",
             keep_later=partial(self.reuse.kept_later, job.scope, job.session) if warm else None,
             thought=job.thought,
         )

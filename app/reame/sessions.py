@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reame import metrics
-from reame.engine.request import SavedState
+from reame.saved_state import SavedState
 
 
 @dataclass(slots=True)

@@ -17,12 +17,13 @@ from reame import metrics
 from reame.cache.disk_tier import DiskTier
 from reame.cache.fingerprint import Fingerprint
 from reame.cache.keys import group_chain, group_of, prefix_key
+from reame.cache.prefix_index import PrefixIndex
 from reame.cache.ram_tier import RamTier
 from reame.cache.shared_store import SharedStore
 from reame.cache.snapshot_format import SnapshotError, decode
 from reame.cache.snapshot_policy import SnapshotPolicy
 from reame.cache.snapshot_writer import SnapshotWriter, Write
-from reame.engine.request import SavedState
+from reame.saved_state import SavedState
 
 log = structlog.get_logger("reame.cache")
 
@@ -33,6 +34,8 @@ MAX_FOREIGN = 4096
 class Hit:
     state: SavedState
     source: str  # "ram", "disk" or "shared"
+    # the state goes on past where the prompt leaves it: restored, it is cut back there
+    is_partial: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -66,6 +69,7 @@ class PrefixCache:
         self.config, self.fingerprint, self.shared = config, fingerprint, shared
         self.policy = SnapshotPolicy(config.min_tokens, config.max_snapshots, config.stride)
         self.ram = RamTier(config.ram_bytes)
+        self.index = PrefixIndex()  # the states of both tiers, by their longest common prefix
         self.disk = (
             DiskTier(config.directory, fingerprint.key, config.disk_bytes)
             if config.directory is not None
@@ -88,8 +92,21 @@ class PrefixCache:
         """The longest stored prefix of `tokens` (it may be all of them), checked token by
         token; None on a miss. Corrupt or foreign files met on the way are removed."""
         n = len(tokens)
-        hit = self._find(tokens, scope) if n >= self.config.min_tokens else None
+        hit = (
+            self._find(group_chain(tokens, scope), tokens) if n >= self.config.min_tokens else None
+        )
         metrics.PREFIX_LOOKUPS.labels(hit.source if hit else "miss").inc()
+        return hit
+
+    def longer(self, tokens: list[int], scope: str, floor: int) -> Hit | None:
+        """A state of RAM or this process's disk that shares more than `floor` leading tokens
+        with `tokens` and then goes on otherwise (cache/prefix_index.py), checked token by
+        token; None if none does."""
+        if len(tokens) < self.config.min_tokens:
+            return None
+        hit = self._find_partial(group_chain(tokens, scope), tokens, floor)
+        if hit is not None:
+            metrics.PREFIX_LOOKUPS.labels(f"{hit.source}_partial").inc()
         return hit
 
     def count_tokens(self, reused: int, total: int) -> None:
@@ -101,8 +118,7 @@ class PrefixCache:
         looked = self._tokens["reused"] + self._tokens["computed"]
         metrics.PREFIX_HIT_RATIO.set(self._tokens["reused"] / looked if looked else 0.0)
 
-    def _find(self, tokens: list[int], scope: str) -> Hit | None:
-        chain = group_chain(tokens, scope)
+    def _find(self, chain: list[str], tokens: list[int]) -> Hit | None:
         lowest = group_of(self.config.min_tokens)
         local = self._find_local(chain, tokens, lowest)
         floor = len(local.state.tokens) if local is not None else 0
@@ -110,6 +126,27 @@ class PrefixCache:
         if self.shared is None or floor == len(tokens):
             return local
         return self._find_shared(chain, tokens, max(lowest, group_of(floor)), floor) or local
+
+    def _find_partial(self, chain: list[str], tokens: list[int], floor: int) -> Hit | None:
+        for shared in self.index.longest(chain, tokens):
+            if shared.length <= max(floor, self.config.min_tokens - 1):
+                return None
+            entry = shared.entry
+            length = len(entry.tokens)
+            if length <= shared.length:  # a whole prefix: _find's (it was not there)
+                continue
+            state = self.ram.get(entry.key)
+            source = "ram"
+            if state is None and self.disk is not None:
+                state, source = self._read(entry.group, length, entry.key), "disk"
+            if state is None or state.common_length(tokens) != shared.length:
+                self.index.discard(entry.key)
+                continue
+            if source == "disk":
+                self.ram.put(entry.group, entry.key, state)
+                self._publish_ram()
+            return Hit(state, source, is_partial=True)
+        return None
 
     def _find_local(self, chain: list[str], tokens: list[int], lowest: int) -> Hit | None:
         for k in range(len(chain) - 1, lowest - 1, -1):
@@ -161,6 +198,7 @@ class PrefixCache:
                 self.shared.forget(group, length, key)  # its key names other tokens: no one's
                 continue
             self.ram.put(group, key, state)
+            self.index.add(key, group, chain, state.tokens)
             self._publish_ram()
             if self.writer is not None and self.disk is not None:
                 self.writer.enqueue(Write(group, length, key, state, data, to_shared=False))
@@ -184,6 +222,7 @@ class PrefixCache:
                 continue
             if source == "disk":
                 self.ram.put(group, key, state)
+                self.index.add(key, group, chain, state.tokens)
                 self._publish_ram()
             return Hit(state, source)
         return None
@@ -217,6 +256,10 @@ class PrefixCache:
         if self.ram.num_bytes + state.num_bytes > self.ram.max_bytes:
             return False
         self.ram.put(group, key, state)
+        # NOTE: a state kept for one key's scope names no scope: found by its whole prefix only
+        chain = group_chain(state.tokens)
+        if chain[group_of(length)] == group and prefix_key(chain, state.tokens, length) == key:
+            self.index.add(key, group, chain, state.tokens)
         self._publish_ram()
         return True
 
@@ -242,6 +285,7 @@ class PrefixCache:
         chain = group_chain(tokens, scope)
         group, key = chain[group_of(length)], prefix_key(chain, tokens, length)
         self.ram.put(group, key, state)
+        self.index.add(key, group, chain, tokens)
         self._refresh_prefixes(chain, tokens, length)
         self._publish_ram()
         if self.writer is not None:

@@ -15,13 +15,15 @@ The tiers behind it, tried longest first and in this order on a tie:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
 from reame.cache.prefix_cache import PrefixCache
 from reame.cache.snapshot_policy import MIN_NEW_FOR_FINAL, SnapshotPolicy
-from reame.engine.request import FinishEvent, SavedState
+from reame.engine.exact_reuse import reuse_length
+from reame.engine.request import FinishEvent
+from reame.saved_state import SavedState
 from reame.sessions import SessionStore
 
 log = structlog.get_logger("reame.cache")
@@ -32,12 +34,17 @@ class SessionKey:
     owner: str  # a digest of the bearer key ("" without keys)
     session_id: str
 
+    @property
+    def name(self) -> str:
+        """What the engine knows it by (GenerationRequest.session)."""
+        return f"{self.owner}/{self.session_id}"
+
 
 @dataclass(slots=True, frozen=True)
 class Match:
     state: SavedState
-    tier: str  # "pinned", "ram" or "disk"
-    length: int  # leading tokens it shares with the prompt
+    tier: str  # "pinned", "ram", "disk" or "shared"
+    length: int  # leading tokens of the prompt it gives (what it shares, or less: exactness)
 
 
 @dataclass(slots=True, frozen=True)
@@ -53,36 +60,59 @@ class Reuse:
 
 class PrefixReuse:
     def __init__(
-        self, cache: PrefixCache | None, sessions: SessionStore, can_cut: bool = True
+        self,
+        cache: PrefixCache | None,
+        sessions: SessionStore,
+        can_cut: bool = True,
+        budget: int = 512,
     ) -> None:
         """`cache`: None when the prefix cache is off (sessions still keep their states).
-        `can_cut`: False for memory that cannot be cut back (recurrent layers)."""
+        `can_cut`: False for memory that cannot be cut back (recurrent layers). `budget`: a
+        step's tokens at most (where a cold request's chunks end)."""
         self.cache, self.sessions = cache, sessions
         self._can_cut = can_cut
+        self._budget = budget
 
-    def match(self, tokens: list[int], scope: str, session: SessionKey | None) -> Match | None:
-        """The longest stored prefix of `tokens` that this request may reuse, checked token by
-        token. Mutates recency only (and a disk hit is copied into RAM); may read the disk:
-        call it off the event loop."""
-        best: Match | None = None
+    def match(
+        self,
+        tokens: list[int],
+        scope: str,
+        session: SessionKey | None,
+        cold_cuts: tuple[int, ...] = (),
+    ) -> Match | None:
+        """The stored state this request goes on from furthest: its session's, the longest
+        stored prefix of `tokens`, or a state that shares more of them and then goes on
+        otherwise (restored and cut back, as far as the exactness rule allows: `length` is
+        that far). Checked token by token. Mutates recency only (and a disk hit is copied into
+        RAM); may read the disk: call it off the event loop."""
+        found: list[Match] = []
+        session_id = ""
         if session is not None:
+            session_id = session.name
             pinned = self.sessions.get(session.session_id, session.owner)
             if pinned is not None and pinned.state is not None:
-                length = pinned.state.common_length(tokens)
-                best = Match(pinned.state, "pinned", length) if length else None
+                found.append(Match(pinned.state, "pinned", 0))
         if self.cache is not None:
             started = time.perf_counter()
-            hit = self.cache.lookup(tokens, scope)
+            whole = self.cache.lookup(tokens, scope)
+            floor = len(whole.state.tokens) if whole is not None else 0
+            # NOTE: memory that cannot be cut goes on from a whole stored prefix only
+            longer = self.cache.longer(tokens, scope, floor) if self._can_cut else None
+            hits = [h for h in (whole, longer) if h is not None]
+            found += [Match(h.state, h.source, 0) for h in hits]
             log.debug(
                 "prefix cache lookup",
-                source=hit.source if hit else "miss",
-                tokens=len(hit.state.tokens) if hit else 0,
+                found=[h.source + ("_partial" * h.is_partial) for h in hits],
                 ms=round(1000 * (time.perf_counter() - started), 1),
             )
-            if hit is not None:
-                length = hit.state.common_length(tokens)
-                if best is None or length > best.length:
-                    best = Match(hit.state, hit.source, length)
+        best: Match | None = None
+        for match in found:
+            common = match.state.common_length(tokens[:-1])
+            length = reuse_length(
+                common, match.state, session_id, cold_cuts, cold_cuts, len(tokens), self._budget
+            )
+            if length > 0 and (best is None or length > best.length):
+                best = Match(match.state, match.tier, length)
         return best
 
     def insert(self, state: SavedState, scope: str) -> None:
@@ -93,14 +123,17 @@ class PrefixReuse:
             self.cache.offer(state, scope)
 
     def pin(self, session: SessionKey, state: SavedState) -> None:
-        """A session's state after a turn, kept for its next one (replacing the last)."""
+        """A session's state after a turn, kept for its next one (replacing the last): its next
+        turn goes on from it wherever they part (reuse_length)."""
+        state = replace(state, session=session.name)
         self.sessions.save(session.session_id, state, session.owner)
 
     def kept_later(self, scope: str, session: SessionKey | None, state: SavedState) -> None:
         """A final state kept after warm-ahead work (engine thread): in the cache now, pinned
         for its session on the event loop's next use of the sessions."""
         if session is not None:
-            self.sessions.pin_later(session.session_id, state, session.owner)
+            own = replace(state, session=session.name)
+            self.sessions.pin_later(session.session_id, own, session.owner)
         if self.cache is not None:
             self.cache.offer(state, scope)
 
@@ -120,16 +153,16 @@ class PrefixReuse:
         """What a request starts from and keeps: the longest match; snapshots at the policy's
         points past it (but not of a prefix already stored); its final state, for a session
         always, else when it adds a block (the next turn starts with this prompt and answer)."""
-        found = self.match(tokens, scope, session)
-        prefix = found.state if found is not None else None
         points: tuple[int, ...] = ()
         cold: tuple[int, ...] = ()
         cache = self.cache
+        # NOTE: a request restores at most its prompt but the last token (whose logits it
+        # needs); a recurrent state cannot be cut back to that, so it is saved there
+        end = len(tokens) if self._can_cut else len(tokens) - 1
         if cache is not None:
-            # NOTE: a request restores at most its prompt but the last token (whose logits it
-            # needs); a recurrent state cannot be cut back to that, so it is saved there
-            end = len(tokens) if self._can_cut else len(tokens) - 1
             cold = cache.policy.points(end, list(marks), must=must)
+        found = self.match(tokens, scope, session, cold)
+        prefix = found.state if found is not None else None
         if cache is not None and take_snapshots:
             base = found.length if found is not None else 0
             # NOTE: where the memory can be cut back, an answer's start needs no snapshot (the

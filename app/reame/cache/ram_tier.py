@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from reame.engine.request import SavedState
+from reame.saved_state import SavedState
 
 
 class RamTier:

@@ -19,7 +19,7 @@ from array import array
 import zstandard
 
 from reame.cache.fingerprint import Fingerprint
-from reame.engine.request import SavedState
+from reame.saved_state import SavedState
 
 MAGIC = b"REAMEKV\x01"
 FORMAT_VERSION = 1
@@ -46,6 +46,11 @@ def encode(snapshot: SavedState, fingerprint: str | Fingerprint, level: int = 3)
         "num_tokens": len(snapshot.tokens),
         "state_bytes": len(snapshot.data),
         "compressed_bytes": len(compressed),
+        # how its prompt was computed: what of it a prompt that shares only some of it may
+        # reuse exactly (engine/exact_reuse.py); a file without them is exact whole only
+        "chunk_ends": list(snapshot.chunk_ends),
+        "chunks": [list(c) for c in snapshot.chunks],
+        "num_prompt": snapshot.num_prompt,
     }
     if isinstance(fingerprint, Fingerprint):
         fields["parts"] = fingerprint.parts
@@ -138,4 +143,26 @@ def decode(
         raise SnapshotError("corrupt", f"state does not decompress: {exc}") from exc
     if len(state) != state_bytes:
         raise SnapshotError("corrupt", "state size differs from the header")
-    return SavedState(tuple(tokens), state)
+    try:
+        ends, chunks, num_prompt = _computed(header, num_tokens)
+    except (ValueError, TypeError) as exc:
+        raise SnapshotError("corrupt", f"how it was computed does not read: {exc}") from exc
+    return SavedState(tuple(tokens), state, ends, chunks, num_prompt)
+
+
+def _computed(
+    header: dict, num_tokens: int
+) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...], int]:
+    """The chunk ends, chunks and prompt length a header gives (none in older files), each a
+    position within the state's tokens."""
+
+    def position(value: object) -> int:
+        if type(value) is not int or not 0 <= value <= num_tokens:
+            raise ValueError(f"{value!r} is not a position of {num_tokens} tokens")
+        return value
+
+    ends = tuple(position(e) for e in header.get("chunk_ends", ()))
+    chunks = tuple(
+        (position(a), position(b)) for a, b in (tuple(c) for c in header.get("chunks", ()))
+    )
+    return ends, chunks, position(header.get("num_prompt", 0))

@@ -19,7 +19,7 @@ from reame.cache.disk_tier import DiskTier
 from reame.cache.fingerprint import Fingerprint
 from reame.cache.shared_store import SharedStore
 from reame.cache.snapshot_format import encode
-from reame.engine.request import SavedState
+from reame.saved_state import SavedState
 
 if TYPE_CHECKING:
     from reame.cache.prefix_cache import CacheConfig

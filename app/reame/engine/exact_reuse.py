@@ -17,6 +17,7 @@ request does the same, so the rule keeps them alike.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 TILED_QUERIES = 64  # ggml-cpu's flash attention: tiled from this many queries of a sequence
 TILED = 2  # path_of a chunk of TILED_QUERIES or more
@@ -25,6 +26,46 @@ TILED = 2  # path_of a chunk of TILED_QUERIES or more
 # 355 ms; 40 about even at 300 tokens of context, 32 cheaper narrow below 1k): a fixed number,
 # so that every process chunks a prompt alike
 WIDE_ENOUGH = 40
+
+
+class Computed(Protocol):
+    """What a state's tokens were computed by: a resident sequence's (engine/slots.py Held) or
+    a saved one's (saved_state.py)."""
+
+    @property
+    def tokens(self) -> Sequence[int]: ...
+    @property
+    def known_ends(self) -> Sequence[int]: ...
+    @property
+    def chunks(self) -> Sequence[tuple[int, int]]: ...
+    @property
+    def prompt_length(self) -> int: ...
+    @property
+    def session(self) -> str: ...
+
+
+def reuse_length(
+    common: int,
+    held: Computed,
+    session: str,
+    cold_cuts: Sequence[int],
+    own_cuts: Sequence[int],
+    num_prompt: int,
+    budget: int,
+) -> int:
+    """How much of a computed state that shares `common` tokens with a prompt of `num_prompt`
+    tokens a request goes on from, whatever holds it (a resident sequence, RAM, disk, the
+    shared tier, a session): all of them (at most the prompt but its last token) where the
+    state holds the whole prompt, or the whole prompt that computed it, or is the request's
+    own session's (a turn goes on from its session's KV, its answer computed a token at a time
+    as no prompt is); else, where the two prompts part inside both, as much as stays exact
+    (exact_reuse), on how the state's chunks were computed."""
+    whole = common >= min(held.prompt_length, num_prompt - 1)
+    if whole or (session and session == held.session):
+        return min(common, num_prompt - 1)
+    return exact_reuse(
+        common, held.known_ends, held.chunks, cold_cuts, own_cuts, num_prompt, budget
+    )
 
 
 def path_of(width: int) -> int:

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from reame.engine.request import Event, SavedState
+from reame.engine.request import Event
 from reame.engine.sequence import Sequence
+from reame.saved_state import SavedState
 
 log = structlog.get_logger("reame.engine")
 

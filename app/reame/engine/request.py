@@ -2,42 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 from uuid import uuid4
 
 from reame.sampling import SamplingParams
+from reame.saved_state import SavedState
 
 if TYPE_CHECKING:
     from reame.grammar import Grammar
-
-
-@dataclass(slots=True, frozen=True)
-class SavedState:
-    """A sequence's KV state and the tokens it holds (what a session keeps between turns)."""
-
-    tokens: tuple[int, ...]
-    data: bytes | bytearray  # never changed once made
-
-    @property
-    def num_bytes(self) -> int:
-        return len(self.data)
-
-    def common_length(self, tokens: Sequence[int]) -> int:
-        """How many leading tokens this state shares with `tokens`."""
-        return common_length(self.tokens, tokens)
-
-
-def common_length(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading tokens two token sequences share."""
-    common = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        common += 1
-    return common
 
 
 @dataclass(slots=True, frozen=True)

@@ -183,7 +183,7 @@ class Scheduler:
         """A request that starts with a warming sequence's tokens goes on in its slot: nothing
         is copied, and what warm-ahead had not computed yet it computes as its own prompt."""
         request = seq.request
-        restorable = request.prefix.common_length(request.prompt[:-1]) if request.prefix else 0
+        restorable = self.slots.restorable(seq)
         take = best_take_over(self.warming, request.prompt, request.scope, restorable)
         if take is None or seq.forks:
             return False

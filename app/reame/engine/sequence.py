@@ -11,6 +11,7 @@ from reame.engine.request import Event, GenerationRequest, Sink
 from reame.engine.thought import Thought
 from reame.grammar import Constraint
 from reame.sampling import Sampler
+from reame.saved_state import SavedState
 from reame.spec.controller import RequestStats
 from reame.spec.drafter import Drafter
 from reame.spec.speculation import DraftParts
@@ -64,6 +65,18 @@ class Sequence:
     # so that a client's first token still means the prompt was computed; None: none held
     held: list[Event] | None = None
     thought: Thought | None = None  # its thought, while it may still come or runs
+
+    def saved(self, data: bytes | bytearray) -> SavedState:
+        """The state `data` of its KV (tokens[:num_computed]), with how they were computed."""
+        n = self.num_computed
+        return SavedState(
+            tuple(self.tokens[:n]),
+            data,
+            tuple(e for e in self.chunk_ends if 0 < e <= n),
+            tuple(c for c in self.chunks if c[1] <= n),
+            min(self.num_prompt, n),
+            self.request.session,
+        )
 
     @property
     def next_snapshot(self) -> int:

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from reame import metrics
 from reame.cache.snapshot_policy import MIN_RESIDENT
-from reame.engine.exact_reuse import cuts_past, exact_reuse
+from reame.engine.exact_reuse import Computed, cuts_past, reuse_length
 from reame.engine.kv_context import KVContext
-from reame.engine.request import SavedState, common_length
 from reame.engine.sequence import Sequence
+from reame.saved_state import SavedState, common_length
 
 
 @dataclass(slots=True, frozen=True)
@@ -38,6 +38,14 @@ class Held:
             request.session,
         )
 
+    @property
+    def prompt_length(self) -> int:
+        return self.num_prompt
+
+    @property
+    def known_ends(self) -> list[int]:
+        return self.chunk_ends
+
 
 class Slots:
     def __init__(self, context: KVContext, keeps_prompts: bool, budget: int = 512) -> None:
@@ -60,7 +68,14 @@ class Slots:
             return
         seq.slot = self.take_empty()
         if seq.request.prefix is not None:
-            self._restore(seq, seq.request.prefix)
+            self._restore(seq, seq.request.prefix, self.restorable(seq))
+
+    def restorable(self, seq: Sequence) -> int:
+        """How much of the request's saved prefix it goes on from, if restored."""
+        prefix = seq.request.prefix
+        if prefix is None:
+            return 0
+        return self.reusable(seq, prefix, prefix.common_length(seq.request.prompt[:-1]))
 
     def _reuse_resident(self, seq: Sequence) -> bool:
         """Take the free slot whose KV still holds the longest reusable prefix of this prompt,
@@ -74,8 +89,7 @@ class Slots:
             reuse = self.reusable(seq, held, common_length(held.tokens, prompt))
             if reuse > best:
                 best_slot, best = slot, reuse
-        prefix = seq.request.prefix
-        if best < MIN_RESIDENT or (prefix is not None and prefix.common_length(prompt) > best):
+        if best < MIN_RESIDENT or self.restorable(seq) > best:
             return False
         self._free.remove(best_slot)
         held = self._resident.pop(best_slot)
@@ -87,22 +101,15 @@ class Slots:
         seq.snapshots_due = cuts_past(seq.snapshots_due, best, seq.num_prompt)
         return True
 
-    def reusable(self, seq: Sequence, held: Held, common: int) -> int:
-        """How much of the KV `held` (a finished sequence's) left, which shares `common` tokens
-        with `seq`'s prompt, to go on from. Inside the prompt that computed it: all of them
-        where every token stays on a cold request's kernel path (engine/exact_reuse.py), else
-        up to one of its chunk ends. Past that prompt (its answer, warmed ahead): all of them,
-        as a kept final state is reused (its answer was computed a token at a time, as no
-        prompt is)."""
-        session = seq.request.session
-        if common >= held.num_prompt or (session and session == held.session):
-            # NOTE: a turn goes on from its session's own KV as from its pinned state (_restore)
-            return min(common, seq.num_prompt - 1)
+    def reusable(self, seq: Sequence, held: Computed, common: int) -> int:
+        """How much of a computed state (a finished sequence's KV left in its slot, or a saved
+        state) which shares `common` tokens with `seq`'s prompt, to go on from: the one rule
+        of engine/exact_reuse.py."""
         request = seq.request
-        return exact_reuse(
+        return reuse_length(
             common,
-            held.chunk_ends,
-            held.chunks,
+            held,
+            request.session,
             request.cold_cuts,
             seq.snapshots_due,
             seq.num_prompt,
@@ -117,10 +124,9 @@ class Slots:
             self.context.clear(slot)
         return slot
 
-    def _restore(self, seq: Sequence, prefix: SavedState) -> None:
-        """Load a saved state and keep its common prefix with the prompt; at least the last
-        prompt token is computed again, since its logits pick the first new token."""
-        common = prefix.common_length(seq.request.prompt[:-1])
+    def _restore(self, seq: Sequence, prefix: SavedState, common: int) -> None:
+        """Load a saved state and keep its first `common` tokens (at least the last prompt
+        token is computed again, since its logits pick the first new token)."""
         if common == 0:
             return
         with metrics.PREFIX_RESTORE_SECONDS.time():
@@ -130,7 +136,8 @@ class Slots:
         if not self.context.remove(seq.slot, common):
             self.context.clear(seq.slot)  # NOTE: a state that cannot be cut is computed anew
             return
-        starts_at(seq, common)
+        starts_at(seq, common, prefix)
+        seq.snapshots_due = cuts_past(seq.snapshots_due, common, seq.num_prompt)
 
     def release(self, seq: Sequence, keep_prompt: bool) -> None:
         """Free a sequence's slot; with `keep_prompt` (and a prefix cache) its prompt's KV stays
@@ -144,9 +151,9 @@ class Slots:
         seq.slot = -1
 
 
-def starts_at(seq: Sequence, num_cached: int, held: Held | None = None) -> None:
-    """The sequence goes on from `num_cached` tokens already in its slot (left there by
-    `held`, whose chunks up to there it inherits; else restored, chunks unknown)."""
+def starts_at(seq: Sequence, num_cached: int, held: Computed | None = None) -> None:
+    """The sequence goes on from `num_cached` tokens already in its slot (left there or saved
+    by `held`, whose chunks up to there it inherits, as far as they are known)."""
     seq.num_computed = seq.num_cached = num_cached
     seq.chunk_ends = [e for e in held.chunk_ends if e < num_cached] if held else []
     seq.chunk_ends.append(num_cached)

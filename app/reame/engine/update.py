@@ -14,7 +14,7 @@ from reame.engine.constrained import mask_at, take_forced
 from reame.engine.kv_context import KVContext
 from reame.engine.outbox import Outbox
 from reame.engine.plan import Part, StepPlan
-from reame.engine.request import Finish, FinishEvent, SavedState, TokenEvent
+from reame.engine.request import Finish, FinishEvent, TokenEvent
 from reame.engine.runner import StepOutput
 from reame.engine.scheduler import Admission, LateFork, Scheduler
 from reame.engine.sequence import SeqState, Sequence
@@ -229,8 +229,7 @@ class Update:
         taken = [s for s in self._snapshots_due if only is None or s is only]
         self._snapshots_due = [s for s in self._snapshots_due if not any(s is t for t in taken)]
         for seq in taken:
-            kept = tuple(seq.tokens[: seq.num_computed])
-            state = SavedState(kept, self.context.save_state(seq.slot))
+            state = seq.saved(self.context.save_state(seq.slot))
             self.out.snapshots.append((state, seq.request.scope))
 
     def _fork(self, leader: Sequence, logits: np.ndarray) -> None:
@@ -388,8 +387,7 @@ class Update:
         if keeps and warm is None and request.keep_later is not None:
             warm = []  # nothing to warm: its state is still read after the finish went out
         if keeps and warm is None:
-            kept = tuple(seq.tokens[: seq.num_computed])
-            state = SavedState(kept, self.context.save_state(seq.slot))
+            state = seq.saved(self.context.save_state(seq.slot))
         if warm is None:  # else it keeps its slot, to warm its next turn (below)
             # NOTE: a candidate of a group holds a slot it never ran in: nothing of it to keep
             self.scheduler.release(seq, keep_prompt=reason.is_whole and seq.num_computed > 0)
@@ -453,8 +451,7 @@ class Update:
         starts alike. `counted`: in the warm-ahead metrics (not an answer with nothing to
         warm)."""
         is_done = seq.num_computed == len(seq.tokens)
-        kept = tuple(seq.tokens[: seq.num_computed])
-        state = SavedState(kept, self.context.save_state(seq.slot))
+        state = seq.saved(self.context.save_state(seq.slot))
         assert seq.request.keep_later is not None
         self.out.finals.append((seq.request.keep_later, state))
         if counted:

@@ -22,8 +22,8 @@ from collections import deque
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 
-from reame.engine.request import common_length
 from reame.engine.sequence import Sequence
+from reame.saved_state import common_length
 
 
 @dataclass(slots=True, frozen=True)

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from reame.engine.request import common_length
 from reame.errors import ConfigError
 from reame.llama import Context, ContextShape, Model
+from reame.saved_state import common_length
 
 BATCH = 256  # catching a slot up on a new prompt: tokens per llama_decode
 
