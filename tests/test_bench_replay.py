@@ -31,6 +31,8 @@ from reame_bench.replay_traces import (
     OVERLAPS,
     RAG_BLOCK,
     RAG_CHUNKS,
+    RETRIEVAL_POOL,
+    RETRIEVAL_TOP,
     TRACES,
     Call,
     Reply,
@@ -135,6 +137,25 @@ def test_rag_questions_share_the_stated_share_of_passages_with_the_one_before() 
     assert all(count >= 16 for count in seen.values())
     assert trace.conversations == 100 // RAG_BLOCK
     assert {r.turn for r in trace.requests} == set(range(1, RAG_BLOCK + 1))
+
+
+def test_retrieval_questions_draw_popular_passages_more_often_in_changing_order() -> None:
+    trace = build_trace("retrieval", 200, 4, 300, seed=3)
+    drawn = [0] * RETRIEVAL_POOL
+    for now in trace.requests:
+        assert len(now.chunks) == len(set(now.chunks)) == RETRIEVAL_TOP
+        assert not now.with_history and now.new[1]["content"].count("\n\n") == RETRIEVAL_TOP
+        for c in now.chunks:
+            drawn[c] += 1
+    assert drawn[0] > 2 * drawn[-1] > 0  # the first passage is the most popular by far
+    # a passage shared with the question before sits elsewhere in the prompt often
+    pairs = list(zip(trace.requests, trace.requests[1:], strict=False))
+    moved = [
+        (a, b)
+        for a, b in pairs
+        if any(c in b.chunks and a.chunks.index(c) != b.chunks.index(c) for c in a.chunks)
+    ]
+    assert len(moved) > len(pairs) // 4
 
 
 def test_users_hold_their_own_conversations_in_order() -> None:

@@ -1,8 +1,8 @@
 """Owning wrappers over llama.cpp (llama-cpp-python's low-level API): model, context, batch.
 
 NOTE: the only module that imports llama_cpp. Every C resource here has close() and a context
-manager; nothing else holds a raw pointer. It runs past 300 lines because it is the one module
-that owns llama_cpp: the model, the context, the backend and the quantizer call.
+manager; nothing else holds a raw pointer: the model, the context, the backend and the
+quantizer call are all here, as the one module that owns llama_cpp.
 """
 
 from __future__ import annotations

@@ -164,11 +164,6 @@ class Sampler:
             params.is_greedy and not params.has_penalties and not params.logit_bias
         )
 
-    @property
-    def is_plain_greedy(self) -> bool:
-        """The argmax of the raw logits, nothing else asked: drafts can be checked by argmax."""
-        return self._is_plain_greedy and not self.params.logprobs
-
     def sample(
         self, logits: np.ndarray, history: Sequence[int], allowed: Allowed | None = None
     ) -> Sampled:

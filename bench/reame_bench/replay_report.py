@@ -154,6 +154,7 @@ def run_figures(
     out["tool_call_share"] = sum(1 for r in ok if r.tool_calls) / len(ok) if ok else None
     sent = sum(r.prompt_tokens for r in ok)
     out["cached_share"] = sum(r.cached_tokens for r in ok) / sent if sent else None
+    out["computed_tokens"] = float(sent - sum(r.cached_tokens for r in ok))
     drafted = [r for r in ok if r.accepted_drafts is not None]
     made = sum(r.completion_tokens for r in drafted)
     out["drafted_share"] = sum(r.accepted_drafts or 0 for r in drafted) / made if made else None
@@ -268,6 +269,7 @@ def trace_table(
     if any(figs.get(s, {}).get(first.key, {}).get("tool_call_share") for s in servers):
         row("answers that called a tool", "tool_call_share", first, _share)
     row("cached share of prompt tokens", "cached_share", first, _share)
+    row("prompt tokens computed (all requests)", "computed_tokens", first, _count)
     row("drafted share of completion tokens", "drafted_share", first, _share)
     for mode in run_modes:
         row(f"failed requests, {mode.label}", "errors", mode, _count)

@@ -14,13 +14,14 @@ from typing import Any
 
 from reame_bench.replay_text import paragraph, person, policy, question, task, tool_result
 
-TRACES = ("chat", "agent", "extract", "rag", "thinking")
+TRACES = ("chat", "agent", "extract", "rag", "retrieval", "thinking")
 COMPANY = "Northwind Supplies"
 AGENT_TURNS = 10  # requests of one agent task: the task, then tool results fed back
 RAG_POOL = 48  # retrieved passages the questions draw from
 RAG_CHUNKS = 8  # passages a question: every overlap level below is a whole number of them
 RAG_BLOCK = 5  # questions of one conversation: the first shares nothing, the rest one level
 OVERLAPS = (1.0, 0.75, 0.5, 0.25, 0.0)  # the blocks' levels, in turn
+RETRIEVAL_POOL, RETRIEVAL_TOP = 10, 3  # a question's passages of the pool's
 THINKING_CONVERSATIONS = 4
 THINKING_PAUSE = 1.0  # seconds a user reads an answer before the next turn
 
@@ -313,6 +314,33 @@ def rag_trace(num_requests: int, passage_words: int, seed: int) -> Trace:
     return Trace("rag", tuple(requests), blocks, summary)
 
 
+def retrieval_trace(num_requests: int, passage_words: int, seed: int) -> Trace:
+    """Questions over RETRIEVAL_TOP of RETRIEVAL_POOL passages (`passage_words` in all, about)
+    behind a short system prompt, as a retriever returns them: popular passages more often (the
+    k-th drawn with weight 1/k), in the order drawn, which changes from question to question."""
+    rng = random.Random(f"retrieval-{seed}")
+    chunk_words = max(1, passage_words // RETRIEVAL_TOP)
+    pool = [paragraph(rng, chunk_words) for _ in range(RETRIEVAL_POOL)]
+    weights = [1 / (k + 1) for k in range(RETRIEVAL_POOL)]
+    system = {"role": "system", "content": "Answer from the passages only, in one sentence."}
+    requests = []
+    for i in range(num_requests):
+        chunks: list[int] = []
+        while len(chunks) < RETRIEVAL_TOP:
+            [drawn] = rng.choices(range(RETRIEVAL_POOL), weights)
+            if drawn not in chunks:
+                chunks.append(drawn)
+        passages = "\n\n".join(pool[c] for c in chunks)
+        ask = f"{passages}\n\nQuestion: {question(rng)}"
+        new = (system, {"role": "user", "content": ask})
+        requests.append(Request(i + 1, i, 1, new, chunks=tuple(chunks), with_history=False))
+    summary = (
+        f"{num_requests} questions over {RETRIEVAL_TOP} of {RETRIEVAL_POOL} passages of about "
+        f"{chunk_words} words, popular ones more often, in the order drawn"
+    )
+    return Trace("retrieval", tuple(requests), num_requests, summary)
+
+
 def build_trace(name: str, num_requests: int, parallel: int, system_words: int, seed: int) -> Trace:
     """The chat has twice as many conversations as the server has sequences; `system_words`
     is the size of what a trace's requests share: the system prompt, or rag's passages."""
@@ -324,6 +352,8 @@ def build_trace(name: str, num_requests: int, parallel: int, system_words: int, 
         return extract_trace(num_requests, system_words, seed)
     if name == "rag":
         return rag_trace(num_requests, system_words, seed)
+    if name == "retrieval":
+        return retrieval_trace(num_requests, system_words, seed)
     if name == "thinking":
         return thinking_trace(num_requests, system_words, seed)
     raise ValueError(f"no trace {name!r}")

@@ -1,7 +1,7 @@
 """One OpenAI call (chat or completion, streamed or not) from a validated body to its response.
 
-No HTTP here: the server hands in a body and writes out what comes back. About 340 lines: the
-response and the SSE frames are two readings of the same choices, kept beside each other.
+No HTTP here: the server hands in a body and writes out what comes back. The response and the
+SSE frames are two readings of the same choices, kept beside each other.
 """
 
 from __future__ import annotations

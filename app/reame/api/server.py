@@ -1,5 +1,5 @@
 """The HTTP server: OpenAI routes, SSE, sessions, bearer auth, metrics. NOTE: the only module
-that imports sanic, so every route, hook and Sanic error mapping is here (about 400 lines);
+that imports sanic, so every route, hook and Sanic error mapping is here;
 everything it serves is built in calls.py, openai_format.py and schemas.py."""
 
 from __future__ import annotations

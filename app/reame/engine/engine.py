@@ -4,8 +4,8 @@ runner computes it in one llama_decode, the update turns the logits into events.
 NOTE: the only thread that calls llama.cpp (the prefix cache's writer only writes files).
 llama_decode releases the GIL, so the caller's event loop stays free while a step runs. Requests
 come in through a thread-safe inbox; events go out through each request's sink, called on the
-engine thread after each step. About 370 lines: the request's one check, the places taken all
-or none, and the thread's life (start, death, close) are the engine's edge, kept together.
+engine thread after each step. The request's one check, the places taken all or none, and the
+thread's life (start, death, close) are the engine's edge, kept together.
 """
 
 from __future__ import annotations

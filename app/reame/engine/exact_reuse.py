@@ -29,7 +29,7 @@ WIDE_ENOUGH = 40
 
 
 class Computed(Protocol):
-    """What a state's tokens were computed by: a resident sequence's (engine/slots.py Held) or
+    """What a state's tokens were computed by: a resident sequence's (engine/slots.py Resident) or
     a saved one's (saved_state.py)."""
 
     @property

@@ -26,14 +26,14 @@ class Outbox:
     finals: list[tuple[Callable[[SavedState], None], SavedState]] = field(default_factory=list)
 
     def emit(self, seq: Sequence, event: Event) -> None:
-        if seq.held is not None:
-            seq.held.append(event)
+        if seq.early_events is not None:
+            seq.early_events.append(event)
         else:
             self.events.append((seq, event))
 
-    def release_held(self, seq: Sequence) -> None:
-        held, seq.held = seq.held, None
-        self.events.extend((seq, event) for event in held or ())
+    def release_early(self, seq: Sequence) -> None:
+        early, seq.early_events = seq.early_events, None
+        self.events.extend((seq, event) for event in early or ())
 
     def deliver(self, on_snapshot: SnapshotHook | None) -> None:
         """Call each request's sink with its events in order, then the snapshot hook. A sink

@@ -15,7 +15,7 @@ from reame.engine.fair_admission import RecentOwners, next_admitted, yielding_ow
 from reame.engine.kv_context import KVContext
 from reame.engine.plan import StepPlan, make_plan
 from reame.engine.sequence import SeqState, Sequence
-from reame.engine.slots import Held, Slots, starts_at
+from reame.engine.slots import Resident, Slots, starts_at
 from reame.engine.warm_ahead import best_take_over
 from reame.spec.speculation import Speculation
 
@@ -120,12 +120,12 @@ class Scheduler:
         for seq in [*self.running, *self.waiting]:
             for one in [seq, *seq.forks]:
                 if one.request.request_id == request_id:
-                    one.is_held = held
+                    one.is_paused = held
 
     @property
     def is_stalled(self) -> bool:
         """Requests run, and every one waits for its reader: there is no step to take."""
-        return bool(self.running) and all(s.is_held for s in self.running)
+        return bool(self.running) and all(s.is_paused for s in self.running)
 
     def admit(self, now: float) -> Admission:
         """Aborted sequences out, requests that waited too long refused, then free sequences to
@@ -188,7 +188,7 @@ class Scheduler:
         if take is None or seq.forks:
             return False
         warm = take.warm
-        held = Held.of(warm, warm.num_computed)
+        held = Resident.of(warm, warm.num_computed)
         length = self.slots.reusable(seq, held, take.length)
         if length <= restorable:
             return False
@@ -241,7 +241,7 @@ class Scheduler:
         """The running sequences this step computes: not those waiting for their reader, and
         every other step not those of a key that asks past its share beside one within its own
         (engine/fair_admission.py), unless nothing else would run."""
-        runnable = [s for s in self.running if not s.is_held]
+        runnable = [s for s in self.running if not s.is_paused]
         self._num_steps += 1
         if self._num_steps % 2:
             return runnable

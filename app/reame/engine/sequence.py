@@ -40,7 +40,7 @@ class Sequence:
     num_cached: int = 0  # prompt tokens restored rather than computed
     num_forced: int = 0  # of the tokens not yet computed, the last ones a grammar forced
     is_aborted: bool = False
-    is_held: bool = False  # its reader stopped taking its tokens: it computes nothing
+    is_paused: bool = False  # its reader stopped taking its tokens: it computes nothing
     queued_at: float = 0.0  # time.monotonic() when it was submitted
     snapshots_due: list[int] = field(default_factory=list)  # ascending prompt lengths
     # where its prompt's chunks ended (and where a restore left off): a later request may
@@ -63,7 +63,7 @@ class Sequence:
     constraint: Constraint | None = None  # its place in its grammar, after all of `tokens`
     # tokens known before its first step (forced by its grammar): given out once that step ran,
     # so that a client's first token still means the prompt was computed; None: none held
-    held: list[Event] | None = None
+    early_events: list[Event] | None = None
     thought: Thought | None = None  # its thought, while it may still come or runs
 
     def saved(self, data: bytes | bytearray) -> SavedState:

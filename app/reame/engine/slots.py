@@ -15,7 +15,7 @@ from reame.saved_state import SavedState, common_length
 
 
 @dataclass(slots=True, frozen=True)
-class Held:
+class Resident:
     """What a finished sequence left in its slot's KV (none of the request's sink or sampler:
     nothing of a client is kept alive by it)."""
 
@@ -27,7 +27,7 @@ class Held:
     session: str  # GenerationRequest.session: "" for none
 
     @classmethod
-    def of(cls, seq: Sequence, length: int) -> Held:
+    def of(cls, seq: Sequence, length: int) -> Resident:
         request = seq.request
         return cls(
             seq.tokens[:length],
@@ -55,7 +55,7 @@ class Slots:
         self._budget = budget
         self._free = set(range(context.shape.num_sequences))
         # free slots whose KV still holds a finished prompt (and, after warm-ahead, its answer)
-        self._resident: dict[int, Held] = {}
+        self._resident: dict[int, Resident] = {}
 
     @property
     def num_free(self) -> int:
@@ -144,7 +144,7 @@ class Slots:
         there for a request that starts alike."""
         keep = max(seq.chunk_ends, default=0) if keep_prompt else 0
         if self._keeps_prompts and keep >= MIN_RESIDENT and self.context.remove(seq.slot, keep):
-            self._resident[seq.slot] = Held.of(seq, keep)
+            self._resident[seq.slot] = Resident.of(seq, keep)
         else:
             self.context.clear(seq.slot)
         self._free.add(seq.slot)

@@ -87,7 +87,7 @@ class Update:
             seq.num_cached = min(seq.num_cached, part.start)  # a widened chunk computed them again
             seq.num_computed = min(part.end, len(seq.tokens))
             seq.num_forced = min(seq.num_forced, len(seq.tokens) - seq.num_computed)
-            self.out.release_held(seq)
+            self.out.release_early(seq)
             if seq.snapshots_due:
                 self._snapshot(seq)
         for part in plan.parts:
@@ -122,7 +122,7 @@ class Update:
 
     def _force_first(self, seq: Sequence) -> None:
         """What the grammar forces before any choice is computed with the prompt."""
-        seq.held = []
+        seq.early_events = []
         try:
             reason = self._take_run(seq, take_forced(seq, whole_run=True))
         except Exception as exc:  # NOTE: what one request asked for fails that one alone
@@ -399,7 +399,7 @@ class Update:
             rest = seq.thought.finish()
             thought_tail, tail = rest.reasoning, seq.text.push_text(rest.content).text
         tail += seq.text.finish() if reason.is_whole else ""
-        self.out.release_held(seq)
+        self.out.release_early(seq)
         self.out.emit(
             seq,
             FinishEvent(

@@ -15,7 +15,7 @@ evicted segment's tokens are overwritten with separators (nothing drafts from th
 array is compacted once they are a quarter of it. `max_resident_bytes` (default: max_bytes)
 bounds what the live records cost in memory: their tokens and index entries.
 
-About 400 lines: one lock guards the token array and every segment in it, whether it came from
+One lock guards the token array and every segment in it, whether it came from
 this process, a file of another, or a peer, so all that changes them is here.
 """
 
