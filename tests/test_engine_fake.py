@@ -14,6 +14,7 @@ import pytest
 from fake_llama import FakeContext, FakeModel, reference
 from reame import metrics
 from reame.engine.engine import Engine
+from reame.engine.outbox import Kept
 from reame.engine.request import Event, FinishEvent, GenerationRequest, TokenEvent
 from reame.llama import ContextShape
 from reame.sampling import SamplingParams
@@ -156,7 +157,7 @@ def test_a_group_computes_its_prompt_once_and_each_candidate_writes_alone(candid
 
 def test_snapshots_are_taken_exactly_at_their_points() -> None:
     taken: list[SavedState] = []
-    engine, _ = make_engine(on_snapshot=lambda state, scope: taken.append(state))
+    engine, _ = make_engine(on_state=lambda kept: taken.append(kept.state), takes_snapshots=True)
     try:
         prompt = list(range(2, 60))
         request = GenerationRequest(prompt, greedy(4), snapshot_at=(16, 40))
@@ -183,7 +184,7 @@ class Consumer:
 
 def test_the_prompts_state_is_read_after_its_first_token_is_handed_out() -> None:
     log: list[str] = []
-    engine, context = make_engine(on_snapshot=lambda state, scope: log.append("kept"))
+    engine, context = make_engine(on_state=lambda kept: log.append("kept"), takes_snapshots=True)
     read = context.save_state
 
     def logged_read(seq_id: int) -> bytearray:
@@ -206,16 +207,17 @@ def test_the_prompts_state_is_read_after_its_first_token_is_handed_out() -> None
 def test_an_answers_state_with_nothing_to_warm_is_read_after_its_finish_is_handed_out() -> None:
     log: list[str] = []
     kept: list[SavedState] = []
-    engine, context = make_engine()
+
+    def keep(state: Kept) -> None:
+        log.append("kept")
+        kept.append(state.state)
+
+    engine, context = make_engine(on_state=keep)
     read = context.save_state
 
     def logged_read(seq_id: int) -> bytearray:
         log.append("read")
         return read(seq_id)
-
-    def keep(state: SavedState) -> None:
-        log.append("kept")
-        kept.append(state)
 
     context.save_state = logged_read  # type: ignore[method-assign]
     gauge = engine.update.warm_gauge
@@ -233,13 +235,10 @@ def test_an_answers_state_with_nothing_to_warm_is_read_after_its_finish_is_hande
 
         consumer = Consumer()
         engine.add_wake_hook(consumer.wake)
-        request = GenerationRequest(
-            prompt, greedy(4), keep_state=True, warm_ahead=(7, 8), keep_later=keep
-        )
+        request = GenerationRequest(prompt, greedy(4), keep_state=True, warm_ahead=(7, 8))
         engine.submit(request, run.sink)
         answer = run.wait()
         assert engine.close()
-        assert run.finish.state is None and run.finish.state_follows
         assert log == ["woken after the finish", "read", "kept"]
         computed = prompt + answer[:-1]  # the last token was never computed
         assert kept[0].tokens == tuple(computed)
@@ -262,7 +261,6 @@ def test_the_gauges_show_an_idle_engine_once_its_last_request_ended() -> None:
             greedy(4),
             keep_state=True,
             warm_ahead=(7,),
-            keep_later=lambda state: None,
         )
         engine.submit(request, run.sink)
         run.wait()

@@ -84,7 +84,9 @@ def test_without_a_checkpoint_a_rollback_computes_the_sequence_again() -> None:
 
 def test_a_saved_prefix_is_restored_and_a_resident_prompt_reused_or_computed_anew() -> None:
     taken: list[SavedState] = []
-    engine, context = recurrent_engine(on_snapshot=lambda state, scope: taken.append(state))
+    engine, context = recurrent_engine(
+        on_state=lambda kept: taken.append(kept.state), takes_snapshots=True
+    )
     try:
         prompt = [(i * 5) % 60 + 2 for i in range(68)]
         first = GenerationRequest(prompt, greedy(5), snapshot_at=(40,))

@@ -11,7 +11,8 @@ import pytest
 
 from reame.cache.prefix_cache import CacheConfig, PrefixCache
 from reame.cache.prefix_reuse import PrefixReuse, SessionKey
-from reame.engine.request import FinishEvent
+from reame.engine.outbox import Kept
+from reame.engine.request import Finish, FinishEvent
 from reame.saved_state import SavedState
 from reame.sessions import SessionStore
 
@@ -33,11 +34,18 @@ def state(tokens: list[int]) -> SavedState:
 PROMPT = list(range(1, 301))
 
 
+def turn(reuse: PrefixReuse, session: SessionKey, final: SavedState, num_restored: int = 0) -> None:
+    """A session's turn ends: its final state from the engine, its count from the server."""
+    reuse.keep(Kept(replace(final, session=session.name), "", True, num_restored))
+    n = len(final.tokens)
+    reuse.finished(FinishEvent(Finish.STOP, "", n, 0, num_cached_tokens=num_restored), session)
+
+
 def test_the_longest_prefix_wins_and_a_session_state_is_matched_by_its_session_alone(
     reuse: PrefixReuse,
 ) -> None:
-    reuse.insert(state(PROMPT[:128]), scope="")
-    reuse.pin(ALICE, state([*PROMPT[:200], 999]))  # the last turn's answer differs: 200 shared
+    reuse.keep(Kept(state(PROMPT[:128]), ""))
+    turn(reuse, ALICE, state([*PROMPT[:200], 999]))  # the last turn's answer differs: 200 shared
     found = reuse.match(PROMPT, "", ALICE)
     assert found is not None and (found.tier, found.length) == ("pinned", 200)
     other = reuse.match(PROMPT, "", BOB)  # the same id under another key: not Alice's
@@ -52,7 +60,7 @@ def test_the_plan_snapshots_past_what_it_restores_and_not_what_is_stored(
     cold = reuse.plan(PROMPT, "", None, marks=(100,), take_snapshots=True)
     assert cold.prefix is None and cold.snapshot_at == (100, 300)
     assert cold.keep_state and cold.keep_state_min_new == 32  # kept if it adds a block
-    reuse.insert(state(PROMPT[:100]), "")
+    reuse.keep(Kept(state(PROMPT[:100]), ""))
     warm = reuse.plan(PROMPT, "", None, marks=(100,), take_snapshots=True)
     assert warm.prefix is not None and len(warm.prefix.tokens) == 100
     assert warm.snapshot_at == (300,)  # 100 is stored already
@@ -64,14 +72,14 @@ def test_a_finished_answer_is_pinned_for_its_session_and_offered_to_everyone(
     reuse: PrefixReuse,
 ) -> None:
     final = state([*PROMPT, 7, 8, 9])
-    event = FinishEvent("stop", "", len(PROMPT), 3, num_cached_tokens=0, state=final)  # type: ignore[arg-type]
-    reuse.finished(event, "", ALICE)
+    turn(reuse, ALICE, final)
     kept = reuse.sessions.get("chat-1", "alice").state  # type: ignore[union-attr]
-    assert kept == replace(final, session="alice/chat-1")
+    assert kept == replace(final, session=ALICE.name)
     found = reuse.match([*PROMPT, 7, 8, 9, 10], "", None)
     assert found is not None and found.length == len(PROMPT) + 3
-    small = FinishEvent("stop", "", 300, 3, num_cached_tokens=290, state=final)  # type: ignore[arg-type]
     assert reuse.cache is not None
     before = reuse.cache.ram.num_bytes
-    reuse.finished(small, "other", None)  # restored 290 of 303: adds less than a block
+    # restored 290 of 303: adds less than a block; pinned for its session, not in the cache
+    turn(reuse, BOB, state([*PROMPT[:290], 5, 6, 7]), num_restored=290)
     assert reuse.cache.ram.num_bytes == before
+    assert reuse.sessions.get("chat-1", "bob").state is not None  # type: ignore[union-attr]

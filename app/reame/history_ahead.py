@@ -15,7 +15,6 @@ answers as a cold request does, token for token.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import partial
 from typing import Any
 
 from reame import metrics
@@ -86,14 +85,13 @@ def history_ahead(
         cold_cuts=reuse.cold_cuts,
         scope=job.scope,
         owner=job.owner,
+        session=job.session.name if job.session else "",
         background=True,
     )
-    keep = partial(service.reuse.kept_later, job.scope, job.session)
 
-    def sink(event: Event) -> None:  # NOTE: on the engine thread
-        if isinstance(event, FinishEvent) and event.state is not None:
+    def sink(event: Event) -> None:  # NOTE: on the engine thread; its state goes by keep
+        if isinstance(event, FinishEvent) and event.reason.is_whole:
             metrics.HISTORY_AHEAD_TOKENS.inc(event.num_prompt_tokens - event.num_cached_tokens)
-            keep(event.state)
 
     try:
         service.engine.submit(request, sink)

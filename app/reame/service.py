@@ -266,13 +266,12 @@ class Service:
             grammar=job.grammar,
             warm_ahead=warm,
             session=job.session.name if job.session else "",
-            keep_later=partial(self.reuse.kept_later, job.scope, job.session) if warm else None,
             thought=job.thought,
         )
 
     def finished(self, event: FinishEvent, job: Job | None = None) -> None:
-        """Book what reuse saved; keep the final state for later turns (and restarts)."""
-        self.reuse.finished(event, job.scope if job else "", job.session if job else None)
+        """Book what reuse saved (the final state comes back through PrefixReuse.keep)."""
+        self.reuse.finished(event, job.session if job else None)
 
     def text_prompt(self, text: str) -> list[int]:
         return self.model.tokenize(text)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from reame import metrics
 from reame.saved_state import SavedState
 
+MAX_LATER = 1024  # states waiting to be pinned, the oldest dropped past it
+
 
 @dataclass(slots=True)
 class Session:
@@ -59,7 +61,9 @@ class SessionStore:
         self.max_per_owner = max_per_owner
         self._clock = clock
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
-        self._later: deque[tuple[str, str, SavedState]] = deque()  # NOTE: append is atomic
+        # states the engine kept for sessions, pinned at the store's next use (NOTE: append is
+        # atomic); one whose session opens with its turn's count waits for it
+        self._later: deque[tuple[str, str, SavedState]] = deque(maxlen=MAX_LATER)
         self._lock = threading.RLock()
 
     @property
@@ -93,34 +97,35 @@ class SessionStore:
                 self._publish()
             return session
 
-    def save(self, session_id: str, state: SavedState, owner: str = "") -> None:
-        with self._lock:
-            session = self.count_turn(session_id, owner)
-            self._keep(session, state)
-
     def count_turn(self, session_id: str, owner: str = "") -> Session:
-        """A turn of the session ended (its state may come later, through pin_later)."""
+        """A turn of the session ended (opening it on its first): its state comes through
+        pin_later, before or after."""
         with self._lock:
             session = self.open(session_id, owner)
             session.num_turns += 1
             session.last_used = self._clock()
+            self._take_later()
             return session
 
     def pin_later(self, session_id: str, state: SavedState, owner: str = "") -> None:
-        """From any thread: keep `state` for the session once the store is next used, if
-        the session still exists and has not moved on past it meanwhile."""
+        """From any thread: keep `state` for the session once the store is next used (once
+        the session is open), unless what it holds then goes on from it (a later turn's)."""
         self._later.append((owner, session_id, state))
 
     def _take_later(self) -> None:
+        waiting = []
         while self._later:
             owner, session_id, state = self._later.popleft()
             session = self._sessions.get((owner, session_id))
-            pinned = session.state if session is not None else None
-            if session is None or (
-                pinned is not None and state.tokens[: len(pinned.tokens)] != pinned.tokens
-            ):
+            if session is None:
+                waiting.append((owner, session_id, state))
                 continue
+            pinned = session.state
+            n = len(state.tokens)
+            if pinned is not None and n < len(pinned.tokens) and pinned.tokens[:n] == state.tokens:
+                continue  # NOTE: an earlier state of what it holds (warmed after a later turn)
             self._keep(session, state)
+        self._later.extendleft(reversed(waiting))
 
     def _keep(self, session: Session, state: SavedState) -> None:
         session_id, owner = session.session_id, session.owner
@@ -135,6 +140,9 @@ class SessionStore:
         with self._lock:
             self._take_later()
             is_deleted = self._sessions.pop((owner, session_id), None) is not None
+            kept = [e for e in self._later if e[:2] != (owner, session_id)]
+            self._later.clear()
+            self._later.extend(kept)
             self._publish()
             return is_deleted
 

@@ -145,6 +145,7 @@ def run_figures(
     ok = _ok(records)
     out["ttft_first_turns"] = median([r.ttft for r in ok if r.turn == 1])
     out["ttft_later_turns"] = median([r.ttft for r in ok if r.turn > 1])
+    out["ttft_all"] = median([r.ttft for r in ok])
     out["decode_tps"] = median([r.decode_tps for r in ok if r.decode_tps is not None])
     out["prompt_tokens"] = median([float(r.prompt_tokens) for r in ok])
     out["completion_tokens"] = median([float(r.completion_tokens) for r in ok])
@@ -263,6 +264,8 @@ def trace_table(
     rows.append([f"**every request, {first.label}**", *[""] * (len(headers) - 1)])
     label = "time to first token, first turns" if multi_turn else "time to first token"
     row(label, "ttft_first_turns", first, _s)
+    if multi_turn:
+        row("time to first token, every request", "ttft_all", first, _s)
     row("decode tok/s (median)", "decode_tps", first, lambda v: "-" if v is None else f"{v:.1f}")
     row("prompt tokens (median)", "prompt_tokens", first, _count)
     row("completion tokens (median)", "completion_tokens", first, _count)

@@ -15,13 +15,14 @@ The tiers behind it, tried longest first and in this order on a tie:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import structlog
 
 from reame.cache.prefix_cache import PrefixCache
 from reame.cache.snapshot_policy import MIN_NEW_FOR_FINAL, SnapshotPolicy
 from reame.engine.exact_reuse import reuse_length
+from reame.engine.outbox import Kept
 from reame.engine.request import FinishEvent
 from reame.saved_state import SavedState
 from reame.sessions import SessionStore
@@ -115,27 +116,22 @@ class PrefixReuse:
                 best = Match(match.state, match.tier, length)
         return best
 
-    def insert(self, state: SavedState, scope: str) -> None:
-        """Keep a computed prefix state for every request of `scope`: in RAM now, on disk soon.
-        Mutates the tiers, which evict their least recently used beyond their budgets. Called
-        on the engine thread (a snapshot)."""
-        if self.cache is not None:
-            self.cache.offer(state, scope)
-
-    def pin(self, session: SessionKey, state: SavedState) -> None:
-        """A session's state after a turn, kept for its next one (replacing the last): its next
-        turn goes on from it wherever they part (reuse_length)."""
-        state = replace(state, session=session.name)
-        self.sessions.save(session.session_id, state, session.owner)
-
-    def kept_later(self, scope: str, session: SessionKey | None, state: SavedState) -> None:
-        """A final state kept after warm-ahead work (engine thread): in the cache now, pinned
-        for its session on the event loop's next use of the sessions."""
-        if session is not None:
-            own = replace(state, session=session.name)
-            self.sessions.pin_later(session.session_id, own, session.owner)
-        if self.cache is not None:
-            self.cache.offer(state, scope)
+    def keep(self, kept: Kept) -> None:
+        """The one way a computed state comes back from the engine (on its thread): a snapshot
+        goes to the cache for every request of its scope (RAM now, disk soon; the tiers evict
+        their least recently used past their budgets); a final state is pinned for its session
+        (its next turn goes on from it wherever they part, reuse_length), and goes to the
+        cache unless it is a session's that adds less than a block to what it restored."""
+        state = kept.state
+        if kept.is_final and state.session:
+            owner, _, session_id = state.session.partition("/")  # SessionKey.name
+            self.sessions.pin_later(session_id, state, owner)
+        if self.cache is None:
+            return
+        if not (kept.is_final and state.session) or SnapshotPolicy.keeps_final(
+            len(state.tokens), kept.num_restored
+        ):
+            self.cache.offer(state, kept.scope)
 
     def unpin(self, session: SessionKey) -> bool:
         """Let go of a session's state (the session is deleted); False if there was none."""
@@ -175,18 +171,9 @@ class PrefixReuse:
         min_new = 0 if session is not None else MIN_NEW_FOR_FINAL
         return Reuse(prefix, points, keeps_final, min_new, cold)
 
-    def finished(self, event: FinishEvent, scope: str, session: SessionKey | None) -> None:
-        """Book what reuse saved, and keep the final state: pinned for a session's next turn,
-        and in the cache for any request that starts alike."""
-        if session is not None and event.state is not None:
-            self.pin(session, event.state)
-        elif session is not None and event.state_follows:
-            self.sessions.count_turn(session.session_id, session.owner)  # its state: kept_later
-        if self.cache is None:
-            return
-        self.cache.count_tokens(event.num_cached_tokens, event.num_prompt_tokens)
-        state = event.state
-        if state is not None and SnapshotPolicy.keeps_final(
-            len(state.tokens), event.num_cached_tokens
-        ):
-            self.cache.offer(state, scope)
+    def finished(self, event: FinishEvent, session: SessionKey | None) -> None:
+        """Book a turn of its session and what reuse saved (its state comes through keep)."""
+        if session is not None:
+            self.sessions.count_turn(session.session_id, session.owner)
+        if self.cache is not None:
+            self.cache.count_tokens(event.num_cached_tokens, event.num_prompt_tokens)

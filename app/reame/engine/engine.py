@@ -24,7 +24,7 @@ from reame import metrics
 from reame.detokenize import TextStream
 from reame.engine.exact_run import PROBE_LIMIT, longest_exact_run
 from reame.engine.kv_context import KVContext
-from reame.engine.outbox import SnapshotHook
+from reame.engine.outbox import StateHook
 from reame.engine.request import Finish, FinishEvent, GenerationRequest, Sink
 from reame.engine.runner import Runner
 from reame.engine.scheduler import Scheduler
@@ -74,7 +74,8 @@ class Engine:
         context: KVContext,
         context_length: int,
         max_waiting: int = 64,
-        on_snapshot: SnapshotHook | None = None,
+        on_state: StateHook | None = None,
+        takes_snapshots: bool = False,
         speculation: Speculation | None = None,
         max_wait_seconds: float = 0.0,
         forced_runs: bool = True,
@@ -82,6 +83,9 @@ class Engine:
     ) -> None:
         """`max_wait_seconds`: a request still waiting for a sequence after this long is refused
         (finish reason "busy"), so no client hangs behind long answers; 0: it waits.
+        `on_state`: where every state computed for reuse goes (engine/outbox.py Kept), on the
+        engine thread; `takes_snapshots`: prompts' starts are kept too (the snapshot points of
+        each request), and free sequences keep their prompts' KV for requests that start alike.
         `forced_runs`: the tokens a grammar forces go into one step together. `exact_runs`:
         verify runs no longer than this machine computes as one-token steps (measured here)."""
         self.model, self.context = model, context
@@ -89,10 +93,10 @@ class Engine:
         self._max_in_flight = context.shape.num_sequences + max_waiting
         self._num_in_flight = 0
         self._in_flight_lock = threading.Lock()
-        self._on_snapshot = on_snapshot
+        self._on_state = on_state
         self._spec = speculation
         self.scheduler = Scheduler(
-            context, context_length, on_snapshot is not None, speculation, max_wait_seconds
+            context, context_length, takes_snapshots, speculation, max_wait_seconds
         )
         # the longest verify run (and replay after a rollback) whose logits are those of
         # one-token steps on this machine; PROBE_LIMIT: no difference found that far
@@ -110,7 +114,8 @@ class Engine:
             self._left,
             speculation,
             forced_runs,
-            takes_snapshots=on_snapshot is not None,
+            takes_snapshots=takes_snapshots,
+            keeps_states=on_state is not None,
         )
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._wake_hooks: tuple[weakref.WeakMethod[Callable[[], None]], ...] = ()
@@ -190,7 +195,7 @@ class Engine:
         seq.tokens.extend(prompt)
         if self._spec is not None and params.speculation != "off":
             seq.drafters = self._spec.drafters(seq.num_prompt, request.scope)
-        if self._on_snapshot is not None:
+        if self.update.takes_snapshots:
             seq.snapshots_due = sorted({p for p in request.snapshot_at if 0 < p <= seq.num_prompt})
         if request.grammar is not None:
             seq.constraint = request.grammar.matcher()
@@ -314,16 +319,16 @@ class Engine:
             self._publish_counts()
             if scheduler.running or scheduler.warming:
                 self._step()
-            update.out.deliver(self._on_snapshot)
+            update.out.deliver(self._on_state)
             if update.has_reads_due:  # the step's events go out while its states are read
                 self._wake_consumers()
                 update.read_due()
-                update.out.deliver(self._on_snapshot)
+                update.out.deliver(self._on_state)
         for seq in scheduler.everyone():
             update.finish(seq, Finish.ABORT)
         for seq in list(scheduler.warming):  # what they computed outlives the process
             update.warmed(seq)
-        update.out.deliver(self._on_snapshot)
+        update.out.deliver(self._on_state)
         self._wake_consumers()
 
     def _step(self) -> None:

@@ -1,6 +1,6 @@
-"""What a step produced, handed out after it: each request's events, and prefix states due to be
-kept. Collected first and delivered together, so that the scheduler and the update are plain
-functions of engine state that a test can read."""
+"""What a step produced, handed out after it: the states computed for reuse (the one way a state
+leaves the engine), then each request's events. Collected first and delivered together, so that
+the scheduler and the update are plain functions of engine state that a test can read."""
 
 from __future__ import annotations
 
@@ -15,15 +15,25 @@ from reame.saved_state import SavedState
 
 log = structlog.get_logger("reame.engine")
 
-SnapshotHook = Callable[[SavedState, str], None]
+
+@dataclass(slots=True, frozen=True)
+class Kept:
+    """A computed state for the reuse index: a snapshot of a prompt's start, or a request's
+    final state (its prompt, its answer, and what was warmed after it)."""
+
+    state: SavedState
+    scope: str
+    is_final: bool = False
+    num_restored: int = 0  # of its tokens, how many its request restored rather than computed
+
+
+StateHook = Callable[[Kept], None]
 
 
 @dataclass(slots=True)
 class Outbox:
     events: list[tuple[Sequence, Event]] = field(default_factory=list)
-    snapshots: list[tuple[SavedState, str]] = field(default_factory=list)  # state, scope
-    # final states kept after warm-ahead work, and where each goes (the request's keep_later)
-    finals: list[tuple[Callable[[SavedState], None], SavedState]] = field(default_factory=list)
+    states: list[Kept] = field(default_factory=list)
 
     def emit(self, seq: Sequence, event: Event) -> None:
         if seq.early_events is not None:
@@ -35,24 +45,19 @@ class Outbox:
         early, seq.early_events = seq.early_events, None
         self.events.extend((seq, event) for event in early or ())
 
-    def deliver(self, on_snapshot: SnapshotHook | None) -> None:
-        """Call each request's sink with its events in order, then the snapshot hook. A sink
-        that raises loses its event alone (NOTE: sinks only queue; none should)."""
+    def deliver(self, on_state: StateHook | None) -> None:
+        """Hand the states to `on_state`, then call each request's sink with its events in
+        order: a client that saw its answer end finds its state kept. A sink that raises loses
+        its event alone (NOTE: sinks only queue; none should)."""
+        states, self.states = self.states, []
+        for kept in states if on_state is not None else ():
+            try:
+                on_state(kept)
+            except Exception:  # NOTE: a state not kept costs a later request time, no more
+                log.exception("a computed state could not be kept")
         events, self.events = self.events, []
         for seq, event in events:
             try:
                 seq.sink(event)
             except Exception:
                 log.exception("a request's sink failed", request_id=seq.request.request_id)
-        snapshots, self.snapshots = self.snapshots, []
-        for state, scope in snapshots if on_snapshot is not None else ():
-            try:
-                on_snapshot(state, scope)
-            except Exception:  # NOTE: a state not kept costs a later request time, no more
-                log.exception("a prefix state could not be kept")
-        finals, self.finals = self.finals, []
-        for keep, state in finals:
-            try:
-                keep(state)
-            except Exception:
-                log.exception("a final state could not be kept")

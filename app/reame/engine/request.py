@@ -36,7 +36,7 @@ class GenerationRequest:
     params: SamplingParams
     request_id: str = field(default_factory=lambda: uuid4().hex)
     prefix: SavedState | None = None  # restored instead of computing its common prefix
-    keep_state: bool = False  # the finish event carries the sequence's state...
+    keep_state: bool = False  # its final state goes to the engine's on_state, after its finish...
     keep_state_min_new: int = 0  # ...if it computed this many beyond what it restored
     # prompt lengths at which the engine hands the sequence's state to its snapshot hook
     snapshot_at: tuple[int, ...] = ()
@@ -49,13 +49,12 @@ class GenerationRequest:
     owner: str = ""  # the bearer key's digest ("" without keys): whose share it runs in
     grammar: Grammar | None = None  # what the output must match; each sequence gets a matcher
     # warm-ahead (engine/warm_ahead.py): what the template puts after an answer before the next
-    # question (its end of turn, the next user header), and where the state kept after them
-    # goes (called on the engine thread); empty or None: the final state goes with the finish
+    # question (its end of turn, the next user header), computed in idle time before its final
+    # state is kept
     warm_ahead: tuple[int, ...] = ()
     # the session it is a turn of ("" for none): a turn may go on from its session's warming
     # sequence cut anywhere, as from the session's kept state
     session: str = ""
-    keep_later: Callable[[SavedState], None] | None = None
     thought: ThoughtSpec | None = None  # its answer may think first
     # idle-time work (a conversation's history computed ahead): admitted only while no other
     # request runs or waits
@@ -104,9 +103,6 @@ class FinishEvent:
     # prediction tokens)
     num_accepted_drafts: int = 0
     num_rejected_drafts: int = 0
-    state: SavedState | None = None
-    # the final state is kept after warm-ahead work, through the request's keep_later
-    state_follows: bool = False
     reasoning: str = ""  # the thought's text held back until the end (it was cut short)
     num_reasoning_tokens: int = 0
     is_request_fault: bool = False  # an ERROR the request caused (its grammar): a 4xx

@@ -12,7 +12,7 @@ import structlog
 from reame import metrics
 from reame.engine.constrained import mask_at, take_forced
 from reame.engine.kv_context import KVContext
-from reame.engine.outbox import Outbox
+from reame.engine.outbox import Kept, Outbox
 from reame.engine.plan import Part, StepPlan
 from reame.engine.request import Finish, FinishEvent, TokenEvent
 from reame.engine.runner import StepOutput
@@ -37,6 +37,7 @@ class Update:
         speculation: Speculation | None = None,
         forced_runs: bool = True,
         takes_snapshots: bool = False,
+        keeps_states: bool = False,
     ) -> None:
         """`on_finished`: called as each request ends, before its finish event goes out.
         `forced_runs`: the tokens a grammar forces go into one step together (else one a
@@ -46,7 +47,8 @@ class Update:
         self._on_finished = on_finished
         self._spec = speculation
         self._forced_runs = forced_runs
-        self._takes_snapshots = takes_snapshots
+        self.takes_snapshots = takes_snapshots
+        self._keeps_states = keeps_states  # a final state has somewhere to go
         self.out = Outbox()
         self.warm_gauge = WarmGauge()  # the engine loop feeds it
         # NOTE: a 1.5k-token state takes 20-170 ms to read (fresh pages, measured): states are
@@ -206,7 +208,7 @@ class Update:
         due = seq.snapshots_due
         while due and due[0] < seq.num_computed:  # passed (plan_step stops at them): skip
             due.pop(0)
-        if due and due[0] == seq.num_computed and self._takes_snapshots:
+        if due and due[0] == seq.num_computed and self.takes_snapshots:
             due.pop(0)
             self._snapshots_due.append(seq)
 
@@ -230,7 +232,7 @@ class Update:
         self._snapshots_due = [s for s in self._snapshots_due if not any(s is t for t in taken)]
         for seq in taken:
             state = seq.saved(self.context.save_state(seq.slot))
-            self.out.snapshots.append((state, seq.request.scope))
+            self.out.states.append(Kept(state, seq.request.scope))
 
     def _fork(self, leader: Sequence, logits: np.ndarray) -> None:
         """The leader's prompt is in its KV: each candidate gets a copy of it and samples its
@@ -375,19 +377,17 @@ class Update:
         for fork in seq.forks:  # the leader ends before its prompt did: so do its candidates
             self.finish(fork, reason, error, is_request_fault)
         seq.forks = []
-        state = None
         request = seq.request
         keeps = (
             seq.slot >= 0
+            and self._keeps_states
             and request.keep_state
             and seq.num_computed - seq.num_cached >= request.keep_state_min_new
             and reason.is_whole
         )
         warm = self._warm_tail(seq, reason) if keeps else None
-        if keeps and warm is None and request.keep_later is not None:
-            warm = []  # nothing to warm: its state is still read after the finish went out
         if keeps and warm is None:
-            state = seq.saved(self.context.save_state(seq.slot))
+            warm = []  # nothing to warm: its state is still read after the finish went out
         if warm is None:  # else it keeps its slot, to warm its next turn (below)
             # NOTE: a candidate of a group holds a slot it never ran in: nothing of it to keep
             self.scheduler.release(seq, keep_prompt=reason.is_whole and seq.num_computed > 0)
@@ -409,10 +409,8 @@ class Update:
                 seq.num_generated,
                 seq.num_cached,
                 error=error,
-                state=state,
                 num_accepted_drafts=seq.num_drafts_kept,
                 num_rejected_drafts=seq.num_drafts_refused,
-                state_follows=warm is not None,
                 reasoning=thought_tail,
                 num_reasoning_tokens=seq.thought.num_tokens if seq.thought else 0,
                 is_request_fault=is_request_fault,
@@ -430,7 +428,7 @@ class Update:
     def _warm_tail(self, seq: Sequence, reason: Finish) -> list[int] | None:
         """What to warm after this answer, None for nothing (the state is kept at once)."""
         request = seq.request
-        if not request.warm_ahead or request.keep_later is None or seq.forks:
+        if not request.warm_ahead or seq.forks:
             return None
         if not self.warm_gauge.pays:
             metrics.WARM_AHEAD.labels("skipped").inc()
@@ -452,8 +450,7 @@ class Update:
         warm)."""
         is_done = seq.num_computed == len(seq.tokens)
         state = seq.saved(self.context.save_state(seq.slot))
-        assert seq.request.keep_later is not None
-        self.out.finals.append((seq.request.keep_later, state))
+        self.out.states.append(Kept(state, seq.request.scope, True, seq.num_cached))
         if counted:
             metrics.WARM_AHEAD.labels("kept" if is_done else "yielded").inc()
         seq.chunk_ends.append(seq.num_computed)
