@@ -26,6 +26,7 @@ class UncuttableContext:
 
     shape: Shape = field(default_factory=Shape)
     held: dict[int, int] = field(default_factory=dict)
+    can_cut: bool = False
 
     def remove(self, seq_id: int, start: int = 0, end: int = -1) -> bool:
         if start == 0 and end == -1:
@@ -92,6 +93,8 @@ def test_a_state_that_parts_from_the_prompt_where_no_chunk_of_it_ended_is_not_re
 @dataclass
 class CuttableContext(UncuttableContext):
     """A plain KV cache: cut back to any position."""
+
+    can_cut: bool = True
 
     def remove(self, seq_id: int, start: int = 0, end: int = -1) -> bool:
         self.held[seq_id] = min(self.held.get(seq_id, 0), start)

@@ -18,7 +18,7 @@ import time
 
 from openai import OpenAI
 
-from reame.bench.replay_text import policy, question
+from reame_bench.replay_text import policy, question
 
 SESSIONS, TURNS = 3, 6
 

@@ -87,6 +87,8 @@ class Slots:
             if held.scope != seq.request.scope:
                 continue
             reuse = self.reusable(seq, held, common_length(held.tokens, prompt))
+            if not self.context.can_cut and reuse != len(held.tokens):
+                continue  # NOTE: memory that cannot be cut goes on from all of it or none
             if reuse > best:
                 best_slot, best = slot, reuse
         if best < MIN_RESIDENT or self.restorable(seq) > best:
