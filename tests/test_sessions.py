@@ -140,9 +140,7 @@ def test_a_server_without_keys_keeps_every_session_it_has_room_for() -> None:
     assert len(store.list()) == 8
 
 
-def test_a_state_pinned_before_its_session_opens_waits_and_an_earlier_one_never_wins() -> (
-    None
-):
+def test_a_state_pinned_before_its_session_opens_waits_and_an_earlier_one_never_wins() -> None:
     store = SessionStore(10, 1000, 60)
     first = SavedState((1, 2, 3), b"x")
     store.pin_later("s", first)
