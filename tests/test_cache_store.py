@@ -29,6 +29,7 @@ from reame.cache.keys import group_chain, group_of, prefix_key
 from reame.cache.maintenance import prune
 from reame.cache.prefix_cache import CacheConfig, Hit, PrefixCache
 from reame.cache.snapshot_format import SnapshotError, decode, encode, read_header
+from reame.cache.snapshot_writer import Write
 from reame.saved_state import SavedState
 
 FINGERPRINT = "fp-test-0123456789abcdef"
@@ -528,6 +529,28 @@ def test_the_write_queue_is_bounded_in_bytes(tmp_path: Path) -> None:
         assert len(kvs_files(tmp_path)) == 2 and cache.queued_bytes == 0
     finally:
         cache.close()
+
+
+def test_under_steady_load_a_state_is_written_once_it_waited_its_delay_not_one_delay_a_state(
+    tmp_path: Path,
+) -> None:
+    config = CacheConfig(tmp_path, 64 << 20, 1 << 30, min_tokens=MIN_TOKENS, max_write_delay=30.0)
+    cache = PrefixCache(config, FINGERPRINT)
+    cache.defer_writes_while(lambda: True)  # the engine never idles
+    assert cache.writer is not None and cache.disk is not None
+    try:
+        tokens = prompt(1, 100)
+        chain = group_chain(tokens)
+        group, key = chain[group_of(100)], prefix_key(chain, tokens, 100)
+        waited = time.monotonic() - config.max_write_delay  # queued that long ago
+        cache.writer.enqueue(Write(group, 100, key, state_of(tokens), queued_at=waited))
+        path = cache.disk.path(group, 100, key)
+        deadline = time.monotonic() + 5.0
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert path.exists()  # NOTE: before, it waited its own 30 s from when the writer took it
+    finally:
+        cache.close(timeout=1.0)
 
 
 def test_emptied_directories_are_removed(tmp_path: Path) -> None:

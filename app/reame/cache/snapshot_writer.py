@@ -8,7 +8,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import structlog
@@ -40,6 +40,7 @@ class Write:
     state: SavedState
     data: bytes | None = None
     to_shared: bool = True
+    queued_at: float = field(default_factory=time.monotonic)
 
 
 @dataclass(slots=True, frozen=True)
@@ -85,10 +86,13 @@ class SnapshotWriter:
     def queued_bytes(self) -> int:
         return self._queued_bytes
 
-    def _wait_for_quiet(self) -> None:
+    def _wait_for_quiet(self, queued_at: float) -> None:
         """Until the engine has been idle for write_quiet seconds: a client that sends its next
-        request at once (the next turn, the next question) must not meet the compression."""
-        deadline = time.monotonic() + self.config.max_write_delay
+        request at once (the next turn, the next question) must not meet the compression. At
+        most until max_write_delay after the state was queued: under steady load the states
+        behind it waited that long already, so the queue drains, not one state a delay (which
+        dropped nearly every state a client sent back to back)."""
+        deadline = queued_at + self.config.max_write_delay
         quiet_since: float | None = None
         while not self._hurry.is_set() and (now := time.monotonic()) < deadline:
             if self.is_busy():
@@ -118,7 +122,7 @@ class SnapshotWriter:
                     self._queued_bytes -= len(item.state.data)
 
     def _write_one(self, item: Write) -> None:
-        self._wait_for_quiet()
+        self._wait_for_quiet(item.queued_at)
         data = item.data
         try:
             if self.disk is not None:
