@@ -67,13 +67,18 @@ def test_the_index_never_finds_another_scope_and_forgets_what_is_discarded() -> 
 
 def test_the_index_keeps_at_most_its_bound_the_least_recently_used_out_first() -> None:
     index = PrefixIndex(max_entries=2)
-    states = {name: [*SYSTEM, *PASSAGE["a"], n] for n, name in enumerate(("x", "y", "z"))}
+    other = list(range(5000, 5150))
+    states = {"x": [*SYSTEM, *PASSAGE["a"]], "y": [*SYSTEM, *PASSAGE["b"]], "z": [*SYSTEM, *other]}
     index.add("x", "g", group_chain(states["x"]), states["x"])
     index.add("y", "g", group_chain(states["y"]), states["y"])
     index.longest(group_chain(states["x"]), states["x"])  # x found: used after y
     index.add("z", "g", group_chain(states["z"]), states["z"])
-    keys = {s.entry.key for s in index.longest(group_chain(states["x"]), states["x"])}
-    assert keys == {"x", "z"}
+    found = {
+        name: {s.entry.key for s in index.longest(group_chain(tokens), tokens)}
+        for name, tokens in states.items()
+    }
+    assert found["x"] == {"x"} and found["z"] == {"z"} and "y" not in found["y"]
+    assert len(index) == 2
 
 
 @settings(max_examples=60, deadline=None)

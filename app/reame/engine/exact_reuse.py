@@ -56,12 +56,13 @@ def reuse_length(
     """How much of a computed state that shares `common` tokens with a prompt of `num_prompt`
     tokens a request goes on from, whatever holds it (a resident sequence, RAM, disk, the
     shared tier, a session): all of them (at most the prompt but its last token) where the
-    state holds the whole prompt, or the whole prompt that computed it, or is the request's
-    own session's (a turn goes on from its session's KV, its answer computed a token at a time
-    as no prompt is); else, where the two prompts part inside both, as much as stays exact
-    (exact_reuse), on how the state's chunks were computed."""
-    whole = common >= min(held.prompt_length, num_prompt - 1)
-    if whole or (session and session == held.session):
+    request holds the whole prompt that computed the state, or the state is the request's own
+    session's (a turn goes on from its session's KV, its answer computed a token at a time as
+    no prompt is); else, where the prompt leaves the state inside the prompt that computed it
+    (the same prompt again too: its last token computed alone would round otherwise than in a
+    cold request's chunk), as much as stays exact (exact_reuse), on how its chunks were
+    computed."""
+    if common >= held.prompt_length or (session and session == held.session):
         return min(common, num_prompt - 1)
     return exact_reuse(
         common, held.known_ends, held.chunks, cold_cuts, own_cuts, num_prompt, budget
