@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from reame.cache.disk_tier import SUFFIX
-from reame.spec.palimpsest_records import CorruptSegment, read_records
+from reame.speculation.palimpsest_records import CorruptSegment, read_records
 from reame_command import reame_command
 from server_process import ServerProcess
 

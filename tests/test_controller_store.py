@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import structlog
 
-from reame.spec.controller import SpecController
-from reame.spec.controller_store import ControllerStore, PeriodicSave, measured
+from reame.speculation.controller import SpecController
+from reame.speculation.controller_store import ControllerStore, PeriodicSave, measured
 
 FINGERPRINT = {
     "model": "a" * 32,

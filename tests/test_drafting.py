@@ -13,9 +13,9 @@ from reame.engine.drafting import best_proposal
 from reame.engine.request import GenerationRequest
 from reame.engine.sequence import Sequence
 from reame.sampling import Sampler, SamplingParams
-from reame.spec.context_lookup import ContextLookup
-from reame.spec.controller import SpecController
-from reame.spec.speculation import Speculation
+from reame.speculation.context_lookup import ContextLookup
+from reame.speculation.controller import SpecController
+from reame.speculation.kit import Speculation
 
 # where a k-token step costs k^0.75 steps (runs of drafts that are right pay)
 BATCH_COST = {n: 0.008 * n**0.75 for n in range(1, 50)}

@@ -19,8 +19,8 @@ from reame.engine.request import Event, FinishEvent, GenerationRequest, TokenEve
 from reame.llama import ContextShape
 from reame.sampling import SamplingParams
 from reame.saved_state import SavedState
-from reame.spec.controller import SpecController
-from reame.spec.speculation import Speculation
+from reame.speculation.controller import SpecController
+from reame.speculation.kit import Speculation
 
 CONTEXT_LENGTH = 256
 

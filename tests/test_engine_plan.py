@@ -14,8 +14,8 @@ from reame.engine.sequence import SeqState, Sequence
 from reame.engine.update import Update
 from reame.llama import ContextShape
 from reame.sampling import Sampler, SamplingParams
-from reame.spec.controller import SpecController
-from reame.spec.speculation import Speculation
+from reame.speculation.controller import SpecController
+from reame.speculation.kit import Speculation
 
 CONTEXT_LENGTH = 128
 

@@ -14,9 +14,9 @@ from fake_llama import FakeContext, FakeModel, reference
 from reame.engine.engine import Engine
 from reame.engine.request import GenerationRequest
 from reame.llama import ContextShape
-from reame.saved_state import SavedState
-from reame.spec.controller import SpecController
-from reame.spec.speculation import Speculation
+from reame.saved_state import SavedState, Stored
+from reame.speculation.controller import SpecController
+from reame.speculation.kit import Speculation
 from test_engine_fake import CONTEXT_LENGTH, Run, greedy
 
 REPEATING = [7, 8, 9, 10, 7, 8, 9, 10, 7, 8, 9, 10, 7, 8]  # the lookup drafts 9, 10, ...
@@ -94,7 +94,8 @@ def test_a_saved_prefix_is_restored_and_a_resident_prompt_reused_or_computed_ane
         assert [s.tokens for s in taken] == [tuple(prompt[:40])]
         # a prompt that shares the first 40: restored from the snapshot (no cut needed there)
         other = [*prompt[:40], 3, 4, 5]
-        restored = submit(engine, GenerationRequest(other, greedy(6), prefix=taken[0]))
+        stored = (Stored("ram", taken[0]),)
+        restored = submit(engine, GenerationRequest(other, greedy(6), stored=stored))
         assert restored.wait() == reference(other, 6)
         assert restored.finish.num_cached_tokens == 40
         # the first prompt again: its sequence's KV cannot be cut back to a chunk end, so it is

@@ -11,8 +11,8 @@ from fake_llama import FakeContext, FakeModel
 from reame.engine.engine import Engine
 from reame.engine.exact_run import PROBE_LIMIT, longest_exact_run
 from reame.llama import ContextShape
-from reame.spec.controller import SpecController
-from reame.spec.speculation import Speculation
+from reame.speculation.controller import SpecController
+from reame.speculation.kit import Speculation
 
 SHAPE = ContextShape(num_cells=256, batch_size=32, num_sequences=2, num_threads=1)
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from fuzz_tally import Tally
-from reame.api import responses as out
+from reame.api import response_models as out
 from server_process import ServerProcess, small_server
 
 pytestmark = pytest.mark.model

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import small_settings
 from reame import metrics
-from reame.grammar import GrammarSpec
+from reame.grammar.matcher import GrammarSpec
 from reame.runtime import Runtime
 
 pytestmark = pytest.mark.model
@@ -161,9 +161,9 @@ ASKS = ["Is it sunny in Rome?", "Find me a flight to Tokyo.", "Translate 'bonjou
 def _tool_calls(runtime: Runtime) -> list[list[int]]:
     """Required tool calls on a prompt long enough (past 256 cells) that f16 attention would
     round a lone decode otherwise than a batch: q8_0 keeps rows batch-invariant there."""
-    from reame.tools.constraint import tool_grammar
-    from reame.tools.parse import parse_tool_output
-    from reame.tools.prompt import tool_prompt
+    from reame.grammar.tool_calls import tool_grammar
+    from reame.tool_calls.parse import parse_tool_output
+    from reame.tool_calls.prompt import tool_prompt
 
     service = runtime.service
     grammar = service.grammar(GrammarSpec("lark", tool_grammar(TOOLS, "required"), "tools"))

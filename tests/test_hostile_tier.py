@@ -37,10 +37,10 @@ from reame.cache.state_bound import StateBound
 from reame.cache.tier_listing import prefix_entry, segment_name, segment_status
 from reame.cache.tier_mac import TAG_BYTES, TierMac
 from reame.saved_state import SavedState
-from reame.spec.palimpsest import Palimpsest
-from reame.spec.palimpsest_records import encode_record
-from reame.spec.palimpsest_sync import PalimpsestSync
-from reame.spec.palimpsest_tier import RefusedSegment, read_signed, sign_record
+from reame.speculation.palimpsest import Palimpsest
+from reame.speculation.palimpsest_records import encode_record
+from reame.speculation.palimpsest_sync import PalimpsestSync
+from reame.speculation.palimpsest_tier import RefusedSegment, read_signed, sign_record
 from reame_bench.workloads import filler_text
 from redis_server import RedisServer
 from server_process import ServerProcess

@@ -17,7 +17,7 @@ from reame.conclave.convene import convene
 from reame.engine.exact_run import PROBE_LIMIT, longest_exact_run
 from reame.runtime import Runtime
 from reame.service import Job
-from reame.spec.speculation import Speculation
+from reame.speculation.kit import Speculation
 from reame_bench.synthetic import build_synthetic
 from state_dirs import new_state_dir
 

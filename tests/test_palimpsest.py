@@ -14,9 +14,9 @@ from pathlib import Path
 
 from disk_faults import mount, tmpfs
 from reame import metrics
-from reame.spec.context_lookup import ContextLookup
-from reame.spec.palimpsest import SIZES, TOKEN_BYTES, Palimpsest
-from reame.spec.palimpsest_records import encode_record
+from reame.speculation.context_lookup import ContextLookup
+from reame.speculation.palimpsest import SIZES, TOKEN_BYTES, Palimpsest
+from reame.speculation.palimpsest_records import encode_record
 from reame_command import reame_command
 
 FP = "fp-test"
@@ -57,7 +57,7 @@ def test_a_writer_killed_mid_record_leaves_a_usable_archive(tmp_path: Path) -> N
     code = f"""
         import sys
         from pathlib import Path
-        from reame.spec.palimpsest import Palimpsest
+        from reame.speculation.palimpsest import Palimpsest
         pal = Palimpsest(Path(sys.argv[1]), "{FP}", 1 << 30)
         print("ready", flush=True)
         i = 0

@@ -178,12 +178,13 @@ def test_the_plan_restores_the_longest_state_it_may_use_whole_prefix_or_not(tmp_
         cache.offer(computed([*SYSTEM, *PASSAGE["a"], *PASSAGE["b"]]))
         prompt = [*SYSTEM, *PASSAGE["a"], *random.Random(1).choices(range(9000), k=150)]
         plan = reuse.plan(prompt, "", None, (len(SYSTEM),), take_snapshots=True)
-        assert plan.prefix is not None and len(plan.prefix.tokens) == 400
-        found = reuse.match(prompt, "", None, plan.cold_cuts)
-        assert found is not None and found.length == len(SYSTEM) + len(PASSAGE["a"])
+        assert [len(s.state.tokens) for s in plan.stored] == [len(SYSTEM), 400]
+        usable = reuse.usable(plan.stored, prompt, None, plan.cold_cuts)
+        assert usable == len(SYSTEM) + len(PASSAGE["a"])
         # memory that cannot be cut goes on from a whole stored prefix only
         uncut = PrefixReuse(cache, SessionStore(8, 1 << 20, 3600), can_cut=False)
-        found = uncut.match(prompt, "", None, plan.cold_cuts)
-        assert found is not None and found.length == len(SYSTEM)
+        stored = uncut.prefetch(prompt, "", None)
+        assert [len(s.state.tokens) for s in stored] == [len(SYSTEM)]
+        assert uncut.usable(stored, prompt, None, plan.cold_cuts) == len(SYSTEM)
     finally:
         cache.close()

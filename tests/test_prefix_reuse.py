@@ -46,23 +46,29 @@ def test_the_longest_prefix_wins_and_a_session_state_is_matched_by_its_session_a
 ) -> None:
     reuse.keep(Kept(state(PROMPT[:128]), ""))
     turn(reuse, ALICE, state([*PROMPT[:200], 999]))  # the last turn's answer differs: 200 shared
-    found = reuse.match(PROMPT, "", ALICE)
-    assert found is not None and (found.tier, found.length) == ("pinned", 200)
-    other = reuse.match(PROMPT, "", BOB)  # the same id under another key: not Alice's
-    assert other is not None and (other.tier, other.length) == ("ram", 128)
-    assert reuse.match(PROMPT, "", None).tier == "ram"  # type: ignore[union-attr]
-    assert reuse.unpin(ALICE) and reuse.match(PROMPT, "", ALICE).tier == "ram"  # type: ignore[union-attr]
+    # her session's state, the longest whole prefix, and her last turn's state again (offered
+    # to the cache too), which parts from the prompt after 200 tokens
+    found = reuse.prefetch(PROMPT, "", ALICE)
+    assert [(s.tier, len(s.state.tokens)) for s in found] == [
+        ("pinned", 201), ("ram", 128), ("ram", 201)
+    ]  # fmt: skip
+    assert reuse.usable(found, PROMPT, ALICE) == 200  # the session's own goes on where it parts
+    other = reuse.prefetch(PROMPT, "", BOB)  # the same id under another key: not Alice's
+    assert [s.tier for s in other] == ["ram", "ram"]
+    assert reuse.usable(other, PROMPT, BOB) == 128  # hers parts where no chunk of it ended
+    assert reuse.unpin(ALICE)
+    assert "pinned" not in [s.tier for s in reuse.prefetch(PROMPT, "", ALICE)]
 
 
 def test_the_plan_snapshots_past_what_it_restores_and_not_what_is_stored(
     reuse: PrefixReuse,
 ) -> None:
     cold = reuse.plan(PROMPT, "", None, marks=(100,), take_snapshots=True)
-    assert cold.prefix is None and cold.snapshot_at == (100, 300)
+    assert cold.stored == () and cold.snapshot_at == (100, 300)
     assert cold.keep_state and cold.keep_state_min_new == 32  # kept if it adds a block
     reuse.keep(Kept(state(PROMPT[:100]), ""))
     warm = reuse.plan(PROMPT, "", None, marks=(100,), take_snapshots=True)
-    assert warm.prefix is not None and len(warm.prefix.tokens) == 100
+    assert [len(s.state.tokens) for s in warm.stored] == [100]
     assert warm.snapshot_at == (300,)  # 100 is stored already
     session = reuse.plan(PROMPT, "", ALICE, marks=(), take_snapshots=False)
     assert session.snapshot_at == () and session.keep_state and session.keep_state_min_new == 0
@@ -75,8 +81,8 @@ def test_a_finished_answer_is_pinned_for_its_session_and_offered_to_everyone(
     turn(reuse, ALICE, final)
     kept = reuse.sessions.get("chat-1", "alice").state  # type: ignore[union-attr]
     assert kept == replace(final, session=ALICE.name)
-    found = reuse.match([*PROMPT, 7, 8, 9, 10], "", None)
-    assert found is not None and found.length == len(PROMPT) + 3
+    prompt = [*PROMPT, 7, 8, 9, 10]
+    assert reuse.usable(reuse.prefetch(prompt, "", None), prompt, None) == len(PROMPT) + 3
     assert reuse.cache is not None
     before = reuse.cache.ram.num_bytes
     # restored 290 of 303: adds less than a block; pinned for its session, not in the cache

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from reame.engine.schedule import Slice, Work, plan_step
+from reame.engine.step_plan import Slice, Work, plan_step
 
 
 def test_decoding_sequences_go_first_then_prompt_chunks_fill_the_budget() -> None:

@@ -23,10 +23,10 @@ from reame.cache.shared_store import SharedStore
 from reame.cache.state_bound import StateBound
 from reame.cache.tier_mac import TierMac
 from reame.saved_state import SavedState
-from reame.spec.palimpsest import Palimpsest
-from reame.spec.palimpsest_records import encode_record
-from reame.spec.palimpsest_sync import PalimpsestSync
-from reame.spec.palimpsest_tier import sign_record
+from reame.speculation.palimpsest import Palimpsest
+from reame.speculation.palimpsest_records import encode_record
+from reame.speculation.palimpsest_sync import PalimpsestSync
+from reame.speculation.palimpsest_tier import sign_record
 from redis_server import RedisServer
 
 PARTS = {"model": "m1", "build": "b1", "backend": "avx512", "kv_layout": "kv f16/f16"}

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 
 from reame.detokenize import TextStream
 from reame.engine.request import GenerationRequest
+from reame.engine.reuse_index import ReuseIndex
 from reame.engine.sequence import Sequence
 from reame.engine.slots import Slots
 from reame.sampling import Sampler, SamplingParams
-from reame.saved_state import SavedState
+from reame.saved_state import SavedState, Stored
 
 
 @dataclass
@@ -46,8 +47,9 @@ def sequence(
     prompt: list[int], prefix: SavedState | None = None, cold_cuts: tuple[int, ...] = ()
 ) -> Sequence:
     params = SamplingParams(temperature=0.0, max_tokens=4)
+    stored = (Stored("ram", prefix),) if prefix is not None else ()
     seq = Sequence(
-        GenerationRequest(prompt, params, prefix=prefix, cold_cuts=cold_cuts),
+        GenerationRequest(prompt, params, stored=stored, cold_cuts=cold_cuts),
         lambda e: None,
         Sampler(params, 100),
         TextStream(),
@@ -56,37 +58,47 @@ def sequence(
     return seq
 
 
+def slots_on(context: UncuttableContext, keeps_prompts: bool) -> Slots:
+    return Slots(context, keeps_prompts, ReuseIndex(context.can_cut, 512))  # type: ignore[arg-type]
+
+
+def place(slots: Slots, seq: Sequence) -> None:
+    """Admission: the one match, then the slot it names."""
+    slots.place(seq, slots.reuse.match(seq))
+
+
 def test_a_resident_prompt_that_cannot_be_cut_is_computed_again_not_reused() -> None:
     context = UncuttableContext()
-    slots = Slots(context, keeps_prompts=True)
+    slots = slots_on(context, keeps_prompts=True)
     first = sequence(list(range(80)))
-    slots.place(first)
+    place(slots, first)
     context.held[first.slot] = 80 + 5  # its prompt and an answer of 5 tokens
     first.chunk_ends = [80]
     first.tokens.extend([1, 2, 3, 4, 5])
     slots.release(first, keep_prompt=True)  # the answer cannot be cut off: nothing kept
     assert context.held == {0: 0}
     second = sequence(list(range(80)) + [7])
-    slots.place(second)
+    place(slots, second)
     assert second.num_computed == second.num_cached == 0
 
 
-def test_a_restored_state_that_cannot_be_cut_to_the_prompt_is_dropped() -> None:
+def test_a_stored_state_that_cannot_be_cut_to_the_prompt_is_not_restored() -> None:
     context = UncuttableContext()
-    slots = Slots(context, keeps_prompts=False)
+    slots = slots_on(context, keeps_prompts=False)
     # diverges after 64 tokens, where its prompt's first chunk ended
     stored = SavedState(tuple(range(64)) + (99, 98), b"x" * 66, chunk_ends=(64, 66))
     seq = sequence(list(range(64)) + [5, 6], prefix=stored)
-    slots.place(seq)
-    assert seq.num_computed == seq.num_cached == 0 and context.held[seq.slot] == 0
+    assert slots.reuse.match(seq) is None  # not read in only to be emptied again
+    place(slots, seq)
+    assert seq.num_computed == seq.num_cached == 0 and seq.slot not in context.held
 
 
 def test_a_state_that_parts_from_the_prompt_where_no_chunk_of_it_ended_is_not_restored() -> None:
     context = UncuttableContext()
-    slots = Slots(context, keeps_prompts=False)
+    slots = slots_on(context, keeps_prompts=False)
     stored = SavedState(tuple(range(64)) + (99, 98), b"x" * 66)  # how it was computed: unknown
     seq = sequence(list(range(64)) + [5, 6], prefix=stored)
-    slots.place(seq)
+    place(slots, seq)
     assert seq.num_computed == seq.num_cached == 0 and seq.slot not in context.held
 
 
@@ -105,15 +117,15 @@ def test_a_resident_reused_short_of_a_snapshot_point_drops_that_point() -> None:
     # rag at 75% overlap: 490 tokens shared with the last prompt, whose chunks ended at the
     # stride (512) and at its end; stopping at 512 again would make a 22-token narrow chunk
     context = CuttableContext()
-    slots = Slots(context, keeps_prompts=True)
+    slots = slots_on(context, keeps_prompts=True)
     first = sequence(list(range(684)))
-    slots.place(first)
+    place(slots, first)
     held_slot = first.slot
     context.held[held_slot] = 684
     first.chunk_ends, first.chunks = [512, 684], [(0, 512), (512, 684)]
     slots.release(first, keep_prompt=True)
     second = sequence(list(range(490)) + list(range(1000, 1195)), cold_cuts=(512, 685))
     second.snapshots_due = [512, 685]
-    slots.place(second)
+    place(slots, second)
     assert second.slot == held_slot and second.num_cached == 490
     assert second.snapshots_due == [685]

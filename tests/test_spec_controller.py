@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reame.spec.controller import PROBE_EVERY, PROBE_LENGTH, SpecController
+from reame.speculation.controller import PROBE_EVERY, PROBE_LENGTH, SpecController
 
 
 def measured(cost_of: dict[int, float], mode: str = "auto") -> SpecController:

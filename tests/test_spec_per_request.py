@@ -19,9 +19,9 @@ from reame.engine.request import Event, FinishEvent, GenerationRequest, TokenEve
 from reame.engine.sequence import Sequence
 from reame.llama import ContextShape
 from reame.sampling import Sampler, SamplingParams
-from reame.spec.controller import RequestStats, SpecController
-from reame.spec.palimpsest import Palimpsest
-from reame.spec.speculation import Speculation
+from reame.speculation.controller import RequestStats, SpecController
+from reame.speculation.kit import Speculation
+from reame.speculation.palimpsest import Palimpsest
 
 # a small model on 2 cores: a k-token step costs k^0.75 steps (runs that are right pay)
 CHEAP_BATCHES = {n: 0.008 * n**0.75 for n in range(1, 50)}

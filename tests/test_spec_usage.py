@@ -11,10 +11,10 @@ import pytest
 from openai import OpenAI
 
 from conftest import small_settings
-from reame.api.responses import ChatCompletion, ChatCompletionChunk, TextCompletion
+from reame.api.response_models import ChatCompletion, ChatCompletionChunk, TextCompletion
 from reame.runtime import Runtime
-from reame.spec.controller import DrafterStats
-from reame.spec.controller_store import measured
+from reame.speculation.controller import DrafterStats
+from reame.speculation.controller_store import measured
 from server_process import small_server
 from state_dirs import new_state_dir
 

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import chisquare
 
 from reame.sampling import Sampler, SamplingParams
-from reame.spec.verify import verify_drafts
+from reame.speculation.verify import verify_drafts
 
 
 def test_the_agreed_run_is_kept_then_the_models_own_token() -> None:

@@ -11,7 +11,7 @@ import pytest
 from conftest import small_settings
 from reame.errors import ConfigError
 from reame.runtime import Runtime
-from reame.spec.controller import SpecController
+from reame.speculation.controller import SpecController
 from state_dirs import new_state_dir
 
 pytestmark = pytest.mark.model

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from reame.engine.plan import Part, StepPlan
 from reame.engine.runner import Runner
+from reame.engine.step_plan import Part, StepPlan
 from reame.llama import Context, ContextShape, Model
 
 PREFIX = [100 + (i * 7) % 300 for i in range(300)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reame.spec.suggeritore import Suggeritore, suggest
+from reame.speculation.suggeritore import Suggeritore, suggest
 
 FRUITS = (
     '{\n  "fruit1": {\n    "name": "Apple",\n    "price": 100\n  },\n'

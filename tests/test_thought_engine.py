@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from fake_llama import EOS, reference
 from reame.engine.request import GenerationRequest, ThoughtSpec, TokenEvent
-from reame.spec.controller import SpecController
-from reame.spec.palimpsest import Palimpsest
-from reame.spec.speculation import Speculation
+from reame.speculation.controller import SpecController
+from reame.speculation.kit import Speculation
+from reame.speculation.palimpsest import Palimpsest
 from test_engine_fake import Run, greedy, make_engine
 
 CLOSE = 61  # the engine's closing run: one token, whose text is "<61>"

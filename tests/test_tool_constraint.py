@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from reame.errors import InvalidRequestError
-from reame.grammar import Grammar, Grammars, GrammarSpec
+from reame.grammar.matcher import Grammar, Grammars, GrammarSpec
+from reame.grammar.tool_calls import tool_grammar
 from reame.llama import Model
-from reame.tools.constraint import tool_grammar
-from reame.tools.family import FAMILIES, tool_family
+from reame.tool_calls.family import FAMILIES, tool_family
 from test_tool_templates import SMOLLM2
 
 TOOLS = [

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from reame.grammar import Grammar, Grammars, GrammarSpec
+from reame.grammar.matcher import Grammar, Grammars, GrammarSpec
+from reame.grammar.tool_calls import tool_grammar
 from reame.llama import Model
-from reame.tools.constraint import tool_grammar
-from reame.tools.parse import parse_tool_output
+from reame.tool_calls.parse import parse_tool_output
 
 # NOTE: llguidance reads the vocabulary through a deprecated llama-cpp-python call, per token
 pytestmark = [pytest.mark.model, pytest.mark.filterwarnings("ignore::DeprecationWarning")]

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from reame.chat_template import ChatTemplate
 from reame.errors import InvalidRequestError
-from reame.tools.family import tool_family
-from reame.tools.parse import parse_tool_output
-from reame.tools.prompt import tool_prompt
-from reame.tools.stream import Delta, ToolStream
+from reame.tool_calls.family import tool_family
+from reame.tool_calls.parse import parse_tool_output
+from reame.tool_calls.prompt import tool_prompt
+from reame.tool_calls.stream import Delta, ToolStream
 
 TEMPLATES = Path(__file__).parent / "templates"
 TOOLS = [

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from reame.tools.parse import parse_tool_output
+from reame.tool_calls.parse import parse_tool_output
 
 WEATHER = '{"name":"get_weather","arguments":{"city":"Rome"}}'
 

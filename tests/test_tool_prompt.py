@@ -5,7 +5,7 @@ import json
 import pytest
 
 from reame.errors import InvalidRequestError
-from reame.tools.prompt import check_tool_conversation, generic_instructions, tool_prompt
+from reame.tool_calls.prompt import check_tool_conversation, generic_instructions, tool_prompt
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},

@@ -3,8 +3,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reame.tools.parse import parse_tool_output
-from reame.tools.stream import Delta, ToolStream
+from reame.tool_calls.parse import parse_tool_output
+from reame.tool_calls.stream import Delta, ToolStream
 
 ANSWERS = [
     (

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from reame.chat_template import ChatTemplate
-from reame.tools.family import tool_family
-from reame.tools.prompt import tool_prompt
+from reame.tool_calls.family import tool_family
+from reame.tool_calls.prompt import tool_prompt
 
 # Qwen/Qwen2.5-7B-Instruct
 QWEN25 = (

@@ -80,7 +80,7 @@ def history_ahead(
     request = GenerationRequest(
         history,
         service.sampling(temperature=0.0, max_tokens=1),
-        prefix=reuse.prefix,
+        stored=reuse.stored,
         keep_state=True,
         cold_cuts=reuse.cold_cuts,
         scope=job.scope,

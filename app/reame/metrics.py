@@ -152,6 +152,13 @@ PREFIX_PRELOADED = Counter(
     "Snapshots loaded from disk into RAM at start, most recently used first",
     registry=REGISTRY,
 )
+REUSE_MATCHES = Counter(
+    "reame_reuse_matches",
+    "Admitted requests by where they went on from (engine/reuse_index.py): resident, "
+    "warming, pinned, ram, disk, shared, or none",
+    ["tier"],
+    registry=REGISTRY,
+)
 PREFIX_RESTORE_SECONDS = Histogram(
     "reame_prefix_cache_restore_seconds",
     "Time to put a saved prefix state into a sequence of the context",
@@ -292,6 +299,8 @@ def _known_series_at_zero() -> None:
         PREFIX_LOAD_BYTES.labels(tier)
         for stage in ("fetch", "decode"):
             PREFIX_LOAD_SECONDS.labels(tier, stage)
+    for tier in ("resident", "warming", "pinned", "ram", "disk", "shared", "none"):
+        REUSE_MATCHES.labels(tier)
     for outcome in ("kept", "taken_over", "yielded"):
         WARM_AHEAD.labels(outcome)
     for direction in ("read", "written"):

@@ -25,7 +25,7 @@ from reame.chat_template import template_from_file
 from reame.config import Settings
 from reame.engine.engine import Engine
 from reame.engine.request import FinishEvent, GenerationRequest
-from reame.grammar import Grammars
+from reame.grammar.matcher import Grammars
 from reame.llama import (
     Context,
     ContextShape,
@@ -38,12 +38,12 @@ from reame.models.gguf_facts import ModelFacts
 from reame.models.resolve import resolve_model
 from reame.service import Service
 from reame.sessions import SessionStore
-from reame.spec.controller import SpecController
-from reame.spec.controller_store import ControllerStore, PeriodicSave, store_fingerprint
-from reame.spec.model_drafter import DraftModel
-from reame.spec.palimpsest import Palimpsest
-from reame.spec.palimpsest_sync import PalimpsestSync
-from reame.spec.speculation import Speculation
+from reame.speculation.controller import SpecController
+from reame.speculation.controller_store import ControllerStore, PeriodicSave, store_fingerprint
+from reame.speculation.kit import Speculation
+from reame.speculation.model_drafter import DraftModel
+from reame.speculation.palimpsest import Palimpsest
+from reame.speculation.palimpsest_sync import PalimpsestSync
 
 log = structlog.get_logger("reame.runtime")
 

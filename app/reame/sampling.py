@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from reame.spec.verify import verify_drafts
+from reame.speculation.verify import verify_drafts
 
 MAX_STOP_STRINGS = 16
 _FINITE = float(np.finfo(np.float32).max)

@@ -50,3 +50,12 @@ def common_length(a: Sequence[int], b: Sequence[int]) -> int:
             break
         common += 1
     return common
+
+
+@dataclass(slots=True, frozen=True)
+class Stored:
+    """A stored state a worker thread found for a request (cache/prefix_reuse.py), and where:
+    the engine decides how much of it the request goes on from (engine/reuse_index.py)."""
+
+    tier: str  # "pinned", "ram", "disk" or "shared"
+    state: SavedState

@@ -25,7 +25,7 @@ from reame.chat_template import ChatTemplate, require_template
 from reame.engine.engine import Engine
 from reame.engine.request import Event, FinishEvent, GenerationRequest, ThoughtSpec
 from reame.errors import InvalidRequestError
-from reame.grammar import Grammar, Grammars, GrammarSpec
+from reame.grammar.matcher import Grammar, Grammars, GrammarSpec
 from reame.llama import Model
 from reame.loop_inbox import ChoiceEvent, LoopInbox
 from reame.sampling import SamplingParams
@@ -256,7 +256,7 @@ class Service:
         return GenerationRequest(
             job.prompt,
             job.params,
-            prefix=reuse.prefix,
+            stored=reuse.stored,
             keep_state=reuse.keep_state,
             keep_state_min_new=reuse.keep_state_min_new,
             snapshot_at=reuse.snapshot_at,

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reame.config import Settings
-from reame.errors import ConfigError
 from reame_bench.load_mix import MixShape
 from reame_bench.serve_process import ServeProcess, require_loopback
 from reame_bench.sse_reader import BenchTargetError
@@ -135,8 +134,3 @@ def first_model(base: str, headers: dict[str, str]) -> str:
         return str(data[0]["id"])
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise BenchTargetError(f"{base}/v1/models: {exc}") from exc
-
-
-def check_clients(clients: int) -> None:
-    if clients < 1:
-        raise ConfigError("--clients must be at least 1")

@@ -348,7 +348,3 @@ def as_json(
     data = {"header": header, "traces": summaries, "figures": keys(figs),
             "records": [plain(r) for r in records]}  # fmt: skip
     return json.dumps(data, indent=1)
-
-
-def records_from_json(text: str) -> list[Record]:
-    return [Record(**r) for r in json.loads(text)["records"]]

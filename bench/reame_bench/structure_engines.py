@@ -10,7 +10,7 @@ from collections.abc import Callable
 from reame.config import Settings
 from reame.engine.request import FinishEvent, TokenEvent
 from reame.runtime import Runtime
-from reame.spec.controller import SpecController
+from reame.speculation.controller import SpecController
 from reame_bench.sse_reader import BenchTargetError
 from reame_bench.structure_runner import (
     ANSWER_TOKENS,

@@ -24,11 +24,11 @@ from reame.cache.prefix_reuse import SessionKey
 from reame.conclave.convene import Verdict, convene, open_conclave
 from reame.engine.request import Finish, FinishEvent, ThoughtSpec, TokenEvent
 from reame.errors import InvalidRequestError
-from reame.grammar import Grammar
+from reame.grammar.matcher import Grammar
 from reame.history_ahead import history_ahead
 from reame.loop_inbox import ChoiceEvent
 from reame.service import Job
-from reame.tools.stream import ToolStream
+from reame.tool_calls.stream import ToolStream
 
 FAILED = (Finish.ERROR, Finish.ABORT, Finish.BUSY)  # an answer that is not whole
 _BACKGROUND: set[asyncio.Task] = set()  # NOTE: the loop holds tasks weakly

@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of Reame's routes (served at /openapi.json). Pure.
 
 Generated from the pydantic models that validate the requests (schemas.py) and describe the
-responses (responses.py), so the document cannot drift from what the server checks.
+responses (response_models.py), so the document cannot drift from what the server checks.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from reame import __version__
-from reame.api import responses as out
+from reame.api import response_models as out
 from reame.api.schemas import ChatRequest, CompletionRequest
 
 REF = "#/components/schemas/{model}"

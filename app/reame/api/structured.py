@@ -11,7 +11,7 @@ from reame.api.schemas import (
     JsonObjectFormat,
     JsonSchemaResponseFormat,
 )
-from reame.grammar import GrammarSpec
+from reame.grammar.matcher import GrammarSpec
 
 
 def requested_grammar(body: ChatRequest | CompletionRequest) -> GrammarSpec | None:

@@ -8,14 +8,14 @@ from typing import Any
 
 from reame.api.schemas import ChatRequest
 from reame.errors import InvalidRequestError
-from reame.grammar import GrammarSpec
+from reame.grammar.matcher import GrammarSpec
+from reame.grammar.tool_calls import tool_grammar
 from reame.llama import Model
-from reame.tools.choice import choice_mode
-from reame.tools.constraint import tool_grammar
-from reame.tools.family import MARKERS, tool_family
-from reame.tools.parse import parse_tool_output
-from reame.tools.prompt import check_tool_conversation, tool_prompt
-from reame.tools.stream import Delta, ToolStream
+from reame.tool_calls.choice import choice_mode
+from reame.tool_calls.family import MARKERS, tool_family
+from reame.tool_calls.parse import parse_tool_output
+from reame.tool_calls.prompt import check_tool_conversation, tool_prompt
+from reame.tool_calls.stream import Delta, ToolStream
 
 
 def _special_ids(model: Model, family: str) -> dict[str, int]:

@@ -1,15 +1,11 @@
-"""The one interface to what was computed before: match the longest stored prefix of a prompt,
-insert a computed state, pin (and unpin) a session's; and, by the snapshot policy, what of a new
-request's computation is kept. Eviction is each tier's own: the RAM and disk tiers and the
-sessions let their least recently used go as they pass their budgets, sessions also when idle.
-
-The tiers behind it, tried longest first and in this order on a tie:
-- resident: a free llama sequence whose KV still holds a finished prompt (engine/slots.py). Only
-  the engine thread knows what its sequences hold, so it matches there, at admission, against
-  what this interface found: nothing is copied when the resident prefix is at least as long;
-- pinned: a session's state (sessions.py), matched only by requests of that session, kept
-  whatever the cache's LRU does until the session is deleted or idles out (its own budget);
-- host RAM, then disk (cache/prefix_cache.py), shared within a scope.
+"""What a worker thread does for reuse, before a request is queued, and what comes back after:
+the stored states it may go on from, found and read into memory (`prefetch`: its session's
+pinned state, the longest stored prefix of its prompt, a stored state that shares more and then
+parts), and by the snapshot policy what of its computation is kept; then the states the engine
+hands back (`keep`: one channel), pinned for their session and offered to the cache. Which state
+a request goes on from, and how far, the engine decides, in one place (engine/reuse_index.py).
+Eviction is each tier's own: the RAM and disk tiers and the sessions let their least recently
+used go as they pass their budgets, sessions also when idle.
 """
 
 from __future__ import annotations
@@ -21,10 +17,10 @@ import structlog
 
 from reame.cache.prefix_cache import PrefixCache
 from reame.cache.snapshot_policy import MIN_NEW_FOR_FINAL, SnapshotPolicy
-from reame.engine.exact_reuse import reuse_length
 from reame.engine.outbox import Kept
 from reame.engine.request import FinishEvent
-from reame.saved_state import SavedState
+from reame.engine.reuse_index import usable_length
+from reame.saved_state import Stored
 from reame.sessions import SessionStore
 
 log = structlog.get_logger("reame.cache")
@@ -42,17 +38,10 @@ class SessionKey:
 
 
 @dataclass(slots=True, frozen=True)
-class Match:
-    state: SavedState
-    tier: str  # "pinned", "ram", "disk" or "shared"
-    length: int  # leading tokens of the prompt it gives (what it shares, or less: exactness)
-
-
-@dataclass(slots=True, frozen=True)
 class Reuse:
     """How one request reuses and adds to what is stored (the engine request's fields)."""
 
-    prefix: SavedState | None  # restored instead of computing its common prefix
+    stored: tuple[Stored, ...]  # what it may go on from (the engine picks)
     snapshot_at: tuple[int, ...]  # prompt lengths whose states are kept
     keep_state: bool  # the final state comes back with the finish event...
     keep_state_min_new: int  # ...if the request computed this many beyond what it restored
@@ -74,25 +63,19 @@ class PrefixReuse:
         self._can_cut = can_cut
         self._budget = budget
 
-    def match(
-        self,
-        tokens: list[int],
-        scope: str,
-        session: SessionKey | None,
-        cold_cuts: tuple[int, ...] = (),
-    ) -> Match | None:
-        """The stored state this request goes on from furthest: its session's, the longest
-        stored prefix of `tokens`, or a state that shares more of them and then goes on
-        otherwise (restored and cut back, as far as the exactness rule allows: `length` is
-        that far). Checked token by token. Mutates recency only (and a disk hit is copied into
-        RAM); may read the disk: call it off the event loop."""
-        found: list[Match] = []
-        session_id = ""
+    def prefetch(
+        self, tokens: list[int], scope: str, session: SessionKey | None
+    ) -> tuple[Stored, ...]:
+        """The stored states a request of `tokens` may go on from, in memory: its session's,
+        the longest stored prefix of `tokens`, and a state that shares more of them and then
+        parts (cut back when restored; not on memory that cannot be cut). Checked token by
+        token. Mutates recency only (a disk or shared hit is read into RAM); may read the
+        disk: call it off the event loop."""
+        found: list[Stored] = []
         if session is not None:
-            session_id = session.name
             pinned = self.sessions.get(session.session_id, session.owner)
             if pinned is not None and pinned.state is not None:
-                found.append(Match(pinned.state, "pinned", 0))
+                found.append(Stored("pinned", pinned.state))
         if self.cache is not None:
             started = time.perf_counter()
             whole = self.cache.lookup(tokens, scope)
@@ -100,21 +83,33 @@ class PrefixReuse:
             # NOTE: memory that cannot be cut goes on from a whole stored prefix only
             longer = self.cache.longer(tokens, scope, floor) if self._can_cut else None
             hits = [h for h in (whole, longer) if h is not None]
-            found += [Match(h.state, h.source, 0) for h in hits]
+            found += [Stored(h.source, h.state) for h in hits]
             log.debug(
                 "prefix cache lookup",
                 found=[h.source + ("_partial" * h.is_partial) for h in hits],
                 ms=round(1000 * (time.perf_counter() - started), 1),
             )
-        best: Match | None = None
-        for match in found:
-            common = match.state.common_length(tokens[:-1])
-            length = reuse_length(
-                common, match.state, session_id, cold_cuts, cold_cuts, len(tokens), self._budget
-            )
-            if length > 0 and (best is None or length > best.length):
-                best = Match(match.state, match.tier, length)
-        return best
+        return tuple(found)
+
+    def usable(
+        self,
+        stored: tuple[Stored, ...],
+        tokens: list[int],
+        session: SessionKey | None,
+        cold_cuts: tuple[int, ...] = (),
+    ) -> int:
+        """The most of `tokens` a request would go on from among `stored` (engine/reuse_index.py
+        usable_length, as the engine will apply it): where its snapshots start."""
+        name = session.name if session is not None else ""
+        return max(
+            (
+                usable_length(
+                    s.state, tokens, name, cold_cuts, cold_cuts, self._can_cut, self._budget
+                )
+                for s in stored
+            ),
+            default=0,
+        )
 
     def keep(self, kept: Kept) -> None:
         """The one way a computed state comes back from the engine (on its thread): a snapshot
@@ -146,9 +141,10 @@ class PrefixReuse:
         take_snapshots: bool,
         must: tuple[int, ...] = (),
     ) -> Reuse:
-        """What a request starts from and keeps: the longest match; snapshots at the policy's
-        points past it (but not of a prefix already stored); its final state, for a session
-        always, else when it adds a block (the next turn starts with this prompt and answer)."""
+        """What a request may start from and keeps: the stored states found; snapshots at the
+        policy's points past what it would use of them (but not of a prefix already stored);
+        its final state, for a session always, else when it adds a block (the next turn starts
+        with this prompt and answer)."""
         points: tuple[int, ...] = ()
         cold: tuple[int, ...] = ()
         cache = self.cache
@@ -157,10 +153,9 @@ class PrefixReuse:
         end = len(tokens) if self._can_cut else len(tokens) - 1
         if cache is not None:
             cold = cache.policy.points(end, list(marks), must=must)
-        found = self.match(tokens, scope, session, cold)
-        prefix = found.state if found is not None else None
+        stored = self.prefetch(tokens, scope, session)
         if cache is not None and take_snapshots:
-            base = found.length if found is not None else 0
+            base = self.usable(stored, tokens, session, cold)
             # NOTE: where the memory can be cut back, an answer's start needs no snapshot (the
             # resident sequence is cut there, exact_reuse keeping to the cold cuts); a snapshot
             # read there would stand between the prompt and its first token
@@ -169,7 +164,7 @@ class PrefixReuse:
             points = tuple(p for p in wanted if not cache.holds(tokens, p, scope))
         keeps_final = session is not None or (cache is not None and take_snapshots)
         min_new = 0 if session is not None else MIN_NEW_FOR_FINAL
-        return Reuse(prefix, points, keeps_final, min_new, cold)
+        return Reuse(stored, points, keeps_final, min_new, cold)
 
     def finished(self, event: FinishEvent, session: SessionKey | None) -> None:
         """Book a turn of its session and what reuse saved (its state comes through keep)."""

@@ -5,7 +5,7 @@ on several machines. NOTE: the only module that imports redis.
     reame:kv:<model>:b:<key>      string: tag | the snapshot exactly as on disk (snapshot_format)
     reame:pal:<vocab>:segments    hash: segment name -> tag | "open" or "sealed:<bytes>"
     reame:pal:<vocab>:s:<name>    string: the segment's records, each tag | record
-                                  (spec/palimpsest_tier.py)
+                                  (speculation/palimpsest_tier.py)
 
 `model` is the model file's fingerprint (replicas of other models never meet), `vocab` the
 tokenizer's (token ids mean the same text under it). Everything else a state depends on

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from reame.cli.common import state_directory
-from reame.spec.palimpsest_records import archive_stats, clear_archive
+from reame.speculation.palimpsest_records import archive_stats, clear_archive
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,12 +16,12 @@ import time
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 
-from reame.engine.constrained import cut_to_grammar
 from reame.engine.sequence import Sequence
-from reame.spec.context_lookup import ContextLookup
-from reame.spec.controller import SpecController
-from reame.spec.speculation import Speculation
-from reame.spec.suggeritore import Suggeritore
+from reame.grammar.decoding import cut_to_grammar
+from reame.speculation.context_lookup import ContextLookup
+from reame.speculation.controller import SpecController
+from reame.speculation.kit import Speculation
+from reame.speculation.suggeritore import Suggeritore
 
 
 @dataclass(slots=True, frozen=True)
@@ -41,14 +41,14 @@ def add_drafts(spec: Speculation, running: Seq[Sequence], context_length: int) -
     controller = spec.controller
     decoding = [s for s in running if s.is_decoding]
     for seq in decoding:
-        seq.drafts = []
+        seq.propose([])
         # NOTE: right after a thought, the answer's first words are sampled with its end
         # masked out (update.py): a verify run would let a drafted end through
         if not seq.drafters or (seq.thought is not None and seq.thought.awaits_answer):
             continue
         proposal = best_proposal(controller, seq, len(decoding) - 1, context_length)
         if proposal is not None:
-            seq.drafts, seq.draft_parts = proposal.tokens, proposal.parts
+            seq.propose(proposal.tokens, proposal.parts)
     spec.publish()
 
 

@@ -34,8 +34,8 @@ from reame.engine.update import Update
 from reame.errors import EngineBusyError, EngineFailedError, InvalidRequestError
 from reame.llama import DecodeError, Model
 from reame.sampling import Sampler
-from reame.spec.controller import SpecController
-from reame.spec.speculation import Speculation
+from reame.speculation.controller import SpecController
+from reame.speculation.kit import Speculation
 
 log = structlog.get_logger("reame.engine")
 # NOTE: idle-time work starts once the engine has been idle this long: a client that sends its
@@ -169,9 +169,7 @@ class Engine:
             raise ValueError("a group's requests share one prompt")
         seqs = [self._sequence(r, s) for r, s in zip(requests, sinks, strict=True)]
         leader, followers = seqs[0], seqs[1:]
-        for seq in followers:
-            seq.snapshots_due = []
-        leader.forks = followers
+        leader.lead(followers)
         self._enter([leader], len(seqs))
 
     def _sequence(self, request: GenerationRequest, sink: Sink) -> Sequence:
@@ -191,19 +189,27 @@ class Engine:
             sampler = Sampler(params, self.model.vocab_size)
         except ValueError as exc:
             raise InvalidRequestError(str(exc), param="logit_bias") from exc
-        seq = Sequence(request, sink, sampler, TextStream(params.stop))
-        seq.tokens.extend(prompt)
-        if self._spec is not None and params.speculation != "off":
-            seq.drafters = self._spec.drafters(seq.num_prompt, request.scope)
-        if self.update.takes_snapshots:
-            seq.snapshots_due = sorted({p for p in request.snapshot_at if 0 < p <= seq.num_prompt})
-        if request.grammar is not None:
-            seq.constraint = request.grammar.matcher()
-        if request.thought is not None:
-            # NOTE: a grammar applies to the answer, from the thought's end
-            seq.thought = Thought(request.thought, seq.constraint)
-            seq.constraint = None
-        return seq
+        n = len(prompt)
+        drafters = (
+            self._spec.drafters(n, request.scope)
+            if self._spec is not None and params.speculation != "off"
+            else {}
+        )
+        due = sorted({p for p in request.snapshot_at if 0 < p <= n})
+        constraint = request.grammar.matcher() if request.grammar is not None else None
+        # NOTE: a grammar applies to the answer, from the thought's end
+        thought = Thought(request.thought, constraint) if request.thought is not None else None
+        return Sequence(
+            request,
+            sink,
+            sampler,
+            TextStream(params.stop),
+            tokens=list(prompt),
+            snapshots_due=due if self.update.takes_snapshots else [],
+            drafters=drafters,
+            constraint=constraint if thought is None else None,
+            thought=thought,
+        )
 
     def _enter(self, seqs: list[Sequence], count: int) -> None:
         now = time.monotonic()
@@ -216,7 +222,7 @@ class Engine:
                 )
             self._num_in_flight += count
         for seq in seqs:
-            seq.queued_at = now
+            seq.queued(now)
             self._inbox.put(seq)
 
     def _left(self) -> None:

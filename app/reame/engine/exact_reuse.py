@@ -76,7 +76,7 @@ def path_of(width: int) -> int:
 
 def chunks(start: int, end: int, cuts: Sequence[int], budget: int) -> list[tuple[int, int]]:
     """The chunks a sequence computes [start, end) in: stopping at each cut inside, at most
-    `budget` tokens each (schedule.plan_step, alone in its steps)."""
+    `budget` tokens each (step_plan.plan_step, alone in its steps)."""
     out = []
     stops = sorted({c for c in cuts if start < c < end} | {end})
     at = start

@@ -36,14 +36,11 @@ class Outbox:
     states: list[Kept] = field(default_factory=list)
 
     def emit(self, seq: Sequence, event: Event) -> None:
-        if seq.early_events is not None:
-            seq.early_events.append(event)
-        else:
+        if not seq.keep_early(event):
             self.events.append((seq, event))
 
     def release_early(self, seq: Sequence) -> None:
-        early, seq.early_events = seq.early_events, None
-        self.events.extend((seq, event) for event in early or ())
+        self.events.extend((seq, event) for event in seq.release_early())
 
     def deliver(self, on_state: StateHook | None) -> None:
         """Hand the states to `on_state`, then call each request's sink with its events in

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from uuid import uuid4
 
 from reame.sampling import SamplingParams
-from reame.saved_state import SavedState
+from reame.saved_state import Stored
 
 if TYPE_CHECKING:
-    from reame.grammar import Grammar
+    from reame.grammar.matcher import Grammar
 
 
 @dataclass(slots=True, frozen=True)
@@ -35,7 +35,9 @@ class GenerationRequest:
     prompt: list[int]
     params: SamplingParams
     request_id: str = field(default_factory=lambda: uuid4().hex)
-    prefix: SavedState | None = None  # restored instead of computing its common prefix
+    # stored states a worker thread found for it: the engine picks what it goes on from
+    # (engine/reuse_index.py)
+    stored: tuple[Stored, ...] = ()
     keep_state: bool = False  # its final state goes to the engine's on_state, after its finish...
     keep_state_min_new: int = 0  # ...if it computed this many beyond what it restored
     # prompt lengths at which the engine hands the sequence's state to its snapshot hook

@@ -10,8 +10,8 @@ import numpy as np
 
 from reame import metrics
 from reame.engine.kv_context import KVContext
-from reame.engine.plan import Logits, StepPlan
-from reame.spec.controller import SpecController
+from reame.engine.step_plan import Logits, StepPlan
+from reame.speculation.controller import SpecController
 
 
 @dataclass(slots=True)

@@ -13,11 +13,11 @@ from reame import metrics
 from reame.engine.drafting import add_drafts
 from reame.engine.fair_admission import RecentOwners, next_admitted, yielding_owners
 from reame.engine.kv_context import KVContext
-from reame.engine.plan import StepPlan, make_plan
+from reame.engine.reuse_index import Match, ReuseIndex
 from reame.engine.sequence import SeqState, Sequence
-from reame.engine.slots import Resident, Slots, starts_at
-from reame.engine.warm_ahead import best_take_over
-from reame.spec.speculation import Speculation
+from reame.engine.slots import Slots
+from reame.engine.step_plan import StepPlan, make_plan
+from reame.speculation.kit import Speculation
 
 
 @dataclass(slots=True, frozen=True)
@@ -54,7 +54,10 @@ class Scheduler:
         self.context_length = context_length
         self.budget = context.shape.batch_size
         self.num_sequences = context.shape.num_sequences
-        self.slots = Slots(context, keeps_prompts, self.budget)
+        self.reuse = ReuseIndex(context.can_cut, self.budget)  # the one place reuse is decided
+        self.slots = Slots(context, keeps_prompts, self.reuse)
+        # the queue's first request and its match, locked until it is admitted or not first
+        self._head: tuple[Sequence, Match | None] | None = None
         self._can_widen = context.can_cut
         self.waiting: deque[Sequence] = deque()
         self.background: deque[Sequence] = deque()  # idle-time work, admitted after the rest
@@ -128,8 +131,9 @@ class Scheduler:
         return bool(self.running) and all(s.is_paused for s in self.running)
 
     def admit(self, now: float) -> Admission:
-        """Aborted sequences out, requests that waited too long refused, then free sequences to
-        the candidates waiting for one, then to the queue in order."""
+        """Aborted sequences out, requests that waited too long refused, the queue's first
+        request matched (engine/reuse_index.py), then free sequences to the candidates waiting
+        for one, then to the queue in order."""
         out = Admission(aborted=[s for s in self.running if s.is_aborted])
         self._recent.saw((s.request.owner for s in [*self.running, *self.waiting]), now)
         for seq in out.aborted:  # NOTE: their sequences are free for this admission already
@@ -139,7 +143,8 @@ class Scheduler:
             out.too_old = [s for s in self.waiting if s.queued_at < now - self.max_wait]
             for seq in out.too_old:
                 self.waiting.remove(seq)
-        while self.late and self.slots.num_free > 0:
+        self._match_head()
+        while self.late and self.slots.num_unlocked > 0:
             late = self.late.popleft()
             late.seq.slot = self.slots.take_empty()
             self.start(late.seq)
@@ -147,15 +152,11 @@ class Scheduler:
         # NOTE: every slot owns a full context of KV cells, so a free slot is all it takes (a
         # group takes one for each of its sequences at once, or every sequence if it is larger:
         # the rest start from its prompt's state later; the queue waits behind it)
-        while (seq := self._next()) is not None and self.slots.num_free >= _width(
-            seq, self.num_sequences
-        ):
+        while (seq := self._next()) is not None and self._fits(seq):
             self.waiting.remove(seq)
-            if not self._take_over(seq):
-                self.slots.place(seq)
-            self.start(seq)
+            self._place(seq, self._take_head(seq))
             for fork in seq.forks:
-                if self.slots.num_free:
+                if self.slots.num_unlocked:
                     fork.slot = self.slots.take_empty()
             out.admitted.append(seq)
         # NOTE: idle-time work takes a slot only when no request runs or waits for one
@@ -166,11 +167,53 @@ class Scheduler:
             and self.slots.num_free
         ):
             seq = self.background.popleft()
-            if not self._take_over(seq):
-                self.slots.place(seq)
-            self.start(seq)
+            self._place(seq, self.reuse.match(seq, self.warming))
             out.admitted.append(seq)
         return out
+
+    def _match_head(self) -> Match | None:
+        """Match the queue's first request afresh, and lock what it matched (a resident slot
+        stays; a warming sequence does not yield), the last match unlocked."""
+        if self._head is not None:
+            self.reuse.unlock(self._head[1])
+            self._head = None
+        seq = self._next()
+        if seq is None:
+            return None
+        match = self.reuse.match(seq, self.warming)
+        self.reuse.lock(match)
+        self._head = (seq, match)
+        return match
+
+    def _fits(self, seq: Sequence) -> bool:
+        """Enough sequences are free for `seq` (the warming one it goes on in counts)."""
+        free = self.slots.num_free
+        if self._head is not None and self._head[0] is seq:
+            free += self._head[1] is not None and self._head[1].tier == "warming"
+        return free >= _width(seq, self.num_sequences)
+
+    def _take_head(self, seq: Sequence) -> Match | None:
+        """`seq`'s match: the locked one if it is the head, unlocked now; else a fresh one."""
+        if self._head is None or self._head[0] is not seq:
+            return self.reuse.match(seq, self.warming)
+        match = self._head[1]
+        self.reuse.unlock(match)
+        self._head = None
+        return match
+
+    def _place(self, seq: Sequence, match: Match | None) -> None:
+        """Put an admitted sequence where its match says, and start it: a warming sequence's
+        slot is taken over (nothing copied; what warm-ahead had not computed yet it computes
+        as its own prompt), else Slots.place."""
+        if match is not None and match.tier == "warming":
+            warm = next(w for w in self.warming if w.slot == match.slot)
+            self.warming.remove(warm)
+            warm.slot, warm.state = -1, SeqState.FINISHED
+            self.slots.go_on(seq, match.slot, match)
+            metrics.WARM_AHEAD.labels("taken_over").inc()
+        else:
+            self.slots.place(seq, match)
+        self.start(seq)
 
     def _next(self) -> Sequence | None:
         """The waiting request a free sequence goes to (engine/fair_admission.py)."""
@@ -179,35 +222,19 @@ class Scheduler:
         at = next_admitted(owners, running, self.num_sequences, self._recent)
         return self.waiting[at] if at is not None else None
 
-    def _take_over(self, seq: Sequence) -> bool:
-        """A request that starts with a warming sequence's tokens goes on in its slot: nothing
-        is copied, and what warm-ahead had not computed yet it computes as its own prompt."""
-        request = seq.request
-        restorable = self.slots.restorable(seq)
-        take = best_take_over(self.warming, request.prompt, request.scope, restorable)
-        if take is None or seq.forks:
-            return False
-        warm = take.warm
-        held = Resident.of(warm, warm.num_computed)
-        length = self.slots.reusable(seq, held, take.length)
-        if length <= restorable:
-            return False
-        self.warming.remove(warm)
-        seq.slot, warm.slot, warm.state = warm.slot, -1, SeqState.FINISHED
-        if not self.slots.context.remove(seq.slot, length):
-            self.slots.context.clear(seq.slot)  # NOTE: it cannot be cut there: a cold start
-            return True
-        starts_at(seq, length, held)
-        metrics.WARM_AHEAD.labels("taken_over").inc()
-        return True
-
-    def needs_slots(self) -> int:
-        """How many warming sequences must give their slots up for the queue's first request."""
+    def to_yield(self) -> list[Sequence]:
+        """The warming sequences that give their slots up for the queue's first request, oldest
+        first: as many as it needs, never the one it goes on from."""
         seq = self._next()
         if seq is None:
-            return 0
+            return []
         need = _width(seq, self.num_sequences) - self.slots.num_free
-        return max(0, min(need, len(self.warming)))
+        if need <= 0:
+            return []
+        match = self._match_head()
+        if match is not None and match.tier == "warming":
+            need -= 1  # NOTE: it goes on in that one's slot
+        return [w for w in self.warming if not self.reuse.is_locked(w.slot)][:need]
 
     def warm(self, seq: Sequence) -> None:
         """An answered sequence stays in its slot to warm its next turn ahead."""

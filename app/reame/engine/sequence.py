@@ -3,18 +3,20 @@ and renders the next token."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from reame.detokenize import TextStream
+from reame.engine.exact_reuse import Computed, cuts_past
 from reame.engine.request import Event, GenerationRequest, Sink
 from reame.engine.thought import Thought
-from reame.grammar import Constraint
+from reame.grammar.matcher import Constraint
 from reame.sampling import Sampler
 from reame.saved_state import SavedState
-from reame.spec.controller import RequestStats
-from reame.spec.drafter import Drafter
-from reame.spec.speculation import DraftParts
+from reame.speculation.controller import RequestStats
+from reame.speculation.drafter import Drafter
+from reame.speculation.kit import DraftParts
 
 
 class SeqState(StrEnum):
@@ -77,6 +79,116 @@ class Sequence:
             min(self.num_prompt, n),
             self.request.session,
         )
+
+    # -- its own changes: outside the scheduler, a sequence's fields change only through these
+
+    def queued(self, now: float) -> None:
+        self.queued_at = now
+
+    def lead(self, followers: list[Sequence]) -> None:
+        """The rest of a group start from this one's prompt: they keep no snapshots of it."""
+        for seq in followers:
+            seq.snapshots_due = []
+        self.forks = followers
+
+    def take_forks(self) -> list[Sequence]:
+        forks, self.forks = self.forks, []
+        return forks
+
+    def placed(self, slot: int) -> None:
+        """It holds llama sequence `slot` (-1: none)."""
+        self.slot = slot
+
+    def starts_at(self, num_cached: int, held: Computed | None = None) -> None:
+        """It goes on from `num_cached` tokens already in its slot (computed by `held`, whose
+        chunks up to there it inherits, as far as they are known), keeping the snapshot points
+        past them that cuts_past keeps."""
+        self.num_computed = self.num_cached = num_cached
+        self.chunk_ends = [e for e in held.chunk_ends if e < num_cached] if held else []
+        self.chunk_ends.append(num_cached)
+        self.chunks = [c for c in held.chunks if c[0] < num_cached] if held else []
+        due = cuts_past(self.snapshots_due, num_cached, self.num_prompt)
+        self.snapshots_due = [p for p in due if p > num_cached]
+
+    def computed(self, start: int, end: int) -> None:
+        """A step computed tokens[start:end] into its KV (a prompt chunk is remembered: what a
+        later request may reuse of it depends on how it was computed)."""
+        if end <= self.num_prompt:
+            self.chunk_ends.append(end)
+            self.chunks.append((start, end))
+        self.num_cached = min(self.num_cached, start)  # a widened chunk computed them again
+        self.num_computed = min(end, len(self.tokens))
+        self.num_forced = min(self.num_forced, len(self.tokens) - self.num_computed)
+
+    def at_snapshot(self) -> bool:
+        """Its KV holds exactly its next snapshot point (taken off the list), points it passed
+        dropped (plan_step stops at them)."""
+        due = self.snapshots_due
+        while due and due[0] < self.num_computed:
+            due.pop(0)
+        if due and due[0] == self.num_computed:
+            due.pop(0)
+            return True
+        return False
+
+    def computed_to(self, num_computed: int) -> None:
+        """Its KV holds tokens[:num_computed] (cut back after a verify run)."""
+        self.num_computed = num_computed
+
+    def restart(self) -> None:
+        """Its KV was emptied: everything is computed again."""
+        self.num_computed, self.chunk_ends, self.chunks = 0, [0], []
+
+    def forked_from(self, num_computed: int, chunk_ends: Seq[int]) -> None:
+        """Its KV is a copy of its group's prompt (none of it computed for this one)."""
+        self.num_computed, self.num_cached = num_computed, self.num_prompt
+        self.chunk_ends = list(chunk_ends)
+
+    def take(self, token: int) -> None:
+        self.tokens.append(token)
+
+    def took_forced(self) -> None:
+        """The token it took last was forced by its grammar: it is computed in a run."""
+        self.num_forced += 1
+
+    def propose(self, drafts: list[int], parts: DraftParts = ()) -> None:
+        """Drafts to verify in the next step (none: [])."""
+        self.drafts, self.draft_parts = drafts, parts
+
+    def take_drafts(self, n: int) -> tuple[list[int], DraftParts]:
+        """Its first `n` drafts and who drafted them, to verify; it keeps none."""
+        drafts, parts = self.drafts[:n], self.draft_parts
+        self.drafts = []
+        return drafts, parts
+
+    def verified(self, kept: int, refused: int) -> None:
+        self.num_drafts_kept += kept
+        self.num_drafts_refused += refused
+
+    def to_warm(self, tail: list[int]) -> None:
+        """Answered: what it took but never computed gives way to what warm-ahead computes."""
+        del self.tokens[self.num_computed :]
+        self.tokens.extend(tail)
+
+    def warmed(self) -> None:
+        """Its warm-ahead work ends where it is computed (all of it, or less when it yields)."""
+        self.chunk_ends.append(self.num_computed)
+        del self.tokens[self.num_computed :]
+
+    def hold_events(self) -> None:
+        """Its events wait until its first step ran (release_early)."""
+        self.early_events = []
+
+    def keep_early(self, event: Event) -> bool:
+        """Hold `event` back if its events wait; False if they do not."""
+        if self.early_events is None:
+            return False
+        self.early_events.append(event)
+        return True
+
+    def release_early(self) -> list[Event]:
+        early, self.early_events = self.early_events, None
+        return early or []
 
     @property
     def next_snapshot(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import codecs
 
 from reame.engine.request import ThoughtSpec
-from reame.grammar import Constraint
+from reame.grammar.matcher import Constraint
 from reame.thinking.split import Phase, Split, ThoughtSplit
 
 

@@ -10,19 +10,19 @@ import numpy as np
 import structlog
 
 from reame import metrics
-from reame.engine.constrained import mask_at, take_forced
 from reame.engine.kv_context import KVContext
 from reame.engine.outbox import Kept, Outbox
-from reame.engine.plan import Part, StepPlan
 from reame.engine.request import Finish, FinishEvent, TokenEvent
 from reame.engine.runner import StepOutput
 from reame.engine.scheduler import Admission, LateFork, Scheduler
 from reame.engine.sequence import SeqState, Sequence
+from reame.engine.step_plan import Part, StepPlan
 from reame.engine.warm_ahead import WarmGauge, warm_tail
 from reame.errors import GrammarFailedError
+from reame.grammar.decoding import mask_at, take_forced
 from reame.llama import Model
 from reame.sampling import Sampled
-from reame.spec.speculation import Speculation
+from reame.speculation.kit import Speculation
 
 log = structlog.get_logger("reame.engine")
 
@@ -83,12 +83,7 @@ class Update:
         logits = output.logits
         for part in plan.parts:
             seq = part.seq
-            if part.end <= seq.num_prompt:
-                seq.chunk_ends.append(part.end)
-                seq.chunks.append((part.start, part.end))
-            seq.num_cached = min(seq.num_cached, part.start)  # a widened chunk computed them again
-            seq.num_computed = min(part.end, len(seq.tokens))
-            seq.num_forced = min(seq.num_forced, len(seq.tokens) - seq.num_computed)
+            seq.computed(part.start, part.end)
             self.out.release_early(seq)
             if seq.snapshots_due:
                 self._snapshot(seq)
@@ -124,7 +119,7 @@ class Update:
 
     def _force_first(self, seq: Sequence) -> None:
         """What the grammar forces before any choice is computed with the prompt."""
-        seq.early_events = []
+        seq.hold_events()
         try:
             reason = self._take_run(seq, take_forced(seq, whole_run=True))
         except Exception as exc:  # NOTE: what one request asked for fails that one alone
@@ -148,9 +143,7 @@ class Update:
 
     def _verify(self, seq: Sequence, part: Part, output: StepOutput) -> None:
         """Keep the drafts the model agrees with and its own next token; roll the rest back."""
-        drafts = seq.drafts[: part.num_drafts]  # the budget may have cut the run short
-        parts = seq.draft_parts
-        seq.drafts = []
+        drafts, parts = seq.take_drafts(part.num_drafts)  # the budget may have cut the run short
         rows, logits = part.logit_rows(), output.logits
         allowed_at = mask_at(seq, drafts) if seq.constraint else None
         kept = seq.sampler.verify(drafts, lambda i: logits(rows[i]), seq.tokens, allowed_at)
@@ -166,8 +159,7 @@ class Update:
             if reason is not None or (thought is not None and thought.phase is not phase):
                 break  # NOTE: past a thought's end, the drafts were not the answer's grammar's
         answered = min(taken, accepted)  # NOTE: a kept draft after the answer's end is not in it
-        seq.num_drafts_kept += answered
-        seq.num_drafts_refused += len(drafts) - answered
+        seq.verified(answered, len(drafts) - answered)
         if reason is None and self._forced_runs:
             reason = self._take_run(seq, take_forced(seq, whole_run=True))
         # NOTE: the KV cache holds the decode token and the drafts kept as they were computed,
@@ -179,7 +171,7 @@ class Update:
             computed += 1
         # NOTE: at least the last token stays to compute, whose logits pick the next (a run
         # cut at a thought's end leaves a kept draft last)
-        seq.num_computed = min(computed, len(seq.tokens) - 1)
+        seq.computed_to(min(computed, len(seq.tokens) - 1))
         if not self.context.remove(seq.slot, seq.num_computed):
             self._roll_back(seq, part.start, output.checkpoints.get(seq.slot))
         if reason is not None:
@@ -192,10 +184,10 @@ class Update:
         token. Never does it go on from a wrong state."""
         replayed = seq.num_computed - start
         if checkpoint is not None and self.context.rollback(seq.slot, checkpoint, start):
-            seq.num_computed = start
+            seq.computed_to(start)
         else:
             self.context.clear(seq.slot)
-            seq.num_computed, seq.chunk_ends, seq.chunks = 0, [0], []
+            seq.restart()
             replayed = len(seq.tokens) - 1
         metrics.SPEC_REPLAYED.inc(replayed)
         if self._spec is not None:
@@ -205,11 +197,7 @@ class Update:
         """Note the state to keep when the KV cache holds exactly the next snapshot point: the
         prompt up to there and nothing else. It is read by take_snapshots, after the step's
         events went out, or as the sequence ends if that comes first."""
-        due = seq.snapshots_due
-        while due and due[0] < seq.num_computed:  # passed (plan_step stops at them): skip
-            due.pop(0)
-        if due and due[0] == seq.num_computed and self.takes_snapshots:
-            due.pop(0)
+        if seq.at_snapshot() and self.takes_snapshots:
             self._snapshots_due.append(seq)
 
     @property
@@ -237,7 +225,7 @@ class Update:
     def _fork(self, leader: Sequence, logits: np.ndarray) -> None:
         """The leader's prompt is in its KV: each candidate gets a copy of it and samples its
         first token from the same logits, then runs on its own."""
-        forks, leader.forks = leader.forks, []
+        forks = leader.take_forks()
         for seq in [s for s in forks if s.is_aborted]:
             self.finish(seq, Finish.ABORT)
         forks = [s for s in forks if not s.is_aborted]
@@ -255,9 +243,7 @@ class Update:
                 self.finish(seq, Finish.ERROR, error=str(exc))
             return
         for seq in forks:
-            seq.num_computed = leader.num_computed
-            seq.num_cached = seq.num_prompt  # NOTE: none of it computed for this one
-            seq.chunk_ends = list(leader.chunk_ends)
+            seq.forked_from(leader.num_computed, leader.chunk_ends)
             self.scheduler.start(seq)
             self._advance(seq, logits)
 
@@ -267,8 +253,7 @@ class Update:
         if not self.context.load_state(seq.slot, late.state):
             self.finish(seq, Finish.ERROR, error="the prompt's state could not be restored")
             return
-        seq.num_computed, seq.num_cached = late.num_computed, seq.num_prompt
-        seq.chunk_ends = list(late.chunk_ends)
+        seq.forked_from(late.num_computed, late.chunk_ends)
         try:
             self._advance(seq, late.logits)
         except Exception as exc:
@@ -301,7 +286,7 @@ class Update:
         """Take forced tokens until one ends the sequence; the finish reason if one does."""
         for sampled in run:
             reason = self._take(seq, sampled)
-            seq.num_forced += 1
+            seq.took_forced()
             if reason is not None:
                 return reason
         return None
@@ -315,7 +300,7 @@ class Update:
         if is_end and thought is not None and thought.is_thinking:
             # NOTE: an answer never ends inside its thought: the close takes the end's place
             return self._close_thought(seq)
-        seq.tokens.append(token)
+        seq.take(token)
         if is_end:
             return Finish.STOP
         constraint = seq.constraint
@@ -374,9 +359,8 @@ class Update:
         """End a request: its forks too, its slot freed, its state kept if it asked."""
         if any(s is seq for s in self._snapshots_due):  # before its slot lets go of the KV
             self.take_snapshots(seq)
-        for fork in seq.forks:  # the leader ends before its prompt did: so do its candidates
+        for fork in seq.take_forks():  # the leader ends before its prompt did: so do they
             self.finish(fork, reason, error, is_request_fault)
-        seq.forks = []
         request = seq.request
         keeps = (
             seq.slot >= 0
@@ -417,8 +401,7 @@ class Update:
             ),
         )
         if warm is not None:  # NOTE: after the event, which counts the tokens it took
-            del seq.tokens[seq.num_computed :]
-            seq.tokens.extend(warm)
+            seq.to_warm(warm)
             self.scheduler.warm(seq)
             if not warm:
                 self._finals_due.append(seq)
@@ -453,13 +436,12 @@ class Update:
         self.out.states.append(Kept(state, seq.request.scope, True, seq.num_cached))
         if counted:
             metrics.WARM_AHEAD.labels("kept" if is_done else "yielded").inc()
-        seq.chunk_ends.append(seq.num_computed)
-        del seq.tokens[seq.num_computed :]
+        seq.warmed()
         self.scheduler.release(seq, keep_prompt=True)
 
     def yield_warm(self) -> None:
         """Free the slots a waiting request needs from warming sequences, oldest first."""
-        for seq in self.scheduler.warming[: self.scheduler.needs_slots()]:
+        for seq in self.scheduler.to_yield():
             self.warmed(seq)
 
 

@@ -20,16 +20,6 @@ from __future__ import annotations
 import statistics
 from collections import deque
 from collections.abc import Sequence as Seq
-from dataclasses import dataclass
-
-from reame.engine.sequence import Sequence
-from reame.saved_state import common_length
-
-
-@dataclass(slots=True, frozen=True)
-class TakeOver:
-    warm: Sequence  # the warming sequence whose slot the request goes on in
-    length: int  # tokens of its KV the request reuses
 
 
 def warm_tail(
@@ -47,22 +37,6 @@ def warm_tail(
             return None
         left = left[:-1]  # the end-of-turn token the model took: the closing has it, as written
     return left + list(closing)
-
-
-def best_take_over(
-    warming: Seq[Sequence], prompt: Seq[int], scope: str, at_least: int
-) -> TakeOver | None:
-    """The warming sequence of `scope` whose computed tokens start `prompt` longest, if that
-    beats `at_least` (what the request would restore otherwise)."""
-    best: TakeOver | None = None
-    head = prompt[:-1]  # the last prompt token is computed anyway: its logits pick the answer
-    for seq in warming:
-        if seq.request.scope != scope:
-            continue
-        length = min(common_length(seq.tokens, head), seq.num_computed)
-        if length > at_least and (best is None or length > best.length):
-            best = TakeOver(seq, length)
-    return best
 
 
 class WarmGauge:

@@ -1,0 +1,193 @@
+"""Where a request goes on from: the one place reuse is decided. Engine thread only.
+
+A computed state can be in six places, and one `match` looks at all of them:
+- resident: a free sequence (slot) whose KV still holds what a finished request computed
+  (`insert`ed as it left); taken with nothing copied;
+- warming: an answered sequence still in its slot, computing its next turn's start in idle time
+  (engine/warm_ahead.py); taken over likewise;
+- pinned, ram, disk, shared: stored states a worker thread prefetched for the request before it
+  was queued (cache/prefix_reuse.py `prefetch`: its session's state, the longest whole stored
+  prefix, a stored state that shares more and then parts), already in memory; restored into an
+  empty slot and cut back.
+
+How much of any of them a request may go on from is `usable_length`: the exactness rule of
+engine/exact_reuse.py, and on memory that cannot be cut (recurrent layers) all of a state or
+none. The longest wins; on a tie, the first in TIERS (nothing copied before a copy).
+
+Invariants:
+- a resident entry names a free slot whose KV holds exactly its tokens: inserted as its slot is
+  freed, taken or evicted before the slot is used again;
+- a locked slot is never evicted, nor a warming sequence locked in it made to yield: the queue's
+  first request is matched once it is first, and what it matched stays until it is admitted
+  (or leaves the queue);
+- a stored state is never changed (its data is the cache's too).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass
+
+from reame import metrics
+from reame.cache.snapshot_policy import MIN_RESIDENT
+from reame.engine.exact_reuse import Computed, reuse_length
+from reame.engine.sequence import Sequence
+from reame.saved_state import SavedState, common_length
+
+TIERS = ("resident", "warming", "pinned", "ram", "disk", "shared")
+
+
+@dataclass(slots=True, frozen=True)
+class Resident:
+    """What a sequence left in its slot's KV (none of the request's sink or sampler: nothing of
+    a client is kept alive by it)."""
+
+    tokens: list[int]  # the tokens its KV holds
+    chunk_ends: list[int]
+    chunks: list[tuple[int, int]]
+    scope: str
+    num_prompt: int
+    session: str  # GenerationRequest.session: "" for none
+
+    @classmethod
+    def of(cls, seq: Sequence, length: int) -> Resident:
+        request = seq.request
+        return cls(
+            seq.tokens[:length],
+            seq.chunk_ends,
+            seq.chunks,
+            request.scope,
+            seq.num_prompt,
+            request.session,
+        )
+
+    @property
+    def prompt_length(self) -> int:
+        return self.num_prompt
+
+    @property
+    def known_ends(self) -> list[int]:
+        return self.chunk_ends
+
+
+@dataclass(slots=True, frozen=True)
+class Match:
+    """Where a request goes on from: `length` leading tokens of its prompt, computed by `held`
+    (whose chunks up to there the request inherits)."""
+
+    tier: str  # one of TIERS
+    length: int
+    held: Computed
+    slot: int = -1  # resident or warming: the slot whose KV holds them
+    state: SavedState | None = None  # pinned, ram, disk or shared: the state to restore
+
+
+def usable_length(
+    held: Computed,
+    prompt: Seq[int],
+    session: str,
+    cold_cuts: Seq[int],
+    own_cuts: Seq[int],
+    can_cut: bool,
+    budget: int,
+) -> int:
+    """How much of `held` a request of `prompt` goes on from (0: none): what they share but
+    the prompt's last token (whose logits pick the first new one), as far as that stays exact
+    (reuse_length; `own_cuts`: the request's snapshot points), and on memory that cannot be
+    cut back, all of what `held` holds or nothing."""
+    common = common_length(held.tokens, prompt[:-1])
+    length = reuse_length(common, held, session, cold_cuts, own_cuts, len(prompt), budget)
+    if not can_cut and length != len(held.tokens):
+        return 0
+    return length
+
+
+class ReuseIndex:
+    def __init__(self, can_cut: bool, budget: int) -> None:
+        """`can_cut`: the memory can be cut back to any position; `budget`: a step's tokens at
+        most (where a cold request's chunks end)."""
+        self._can_cut = can_cut
+        self._budget = budget
+        self._resident: dict[int, Resident] = {}  # least recently inserted first
+        self._locks: Counter[int] = Counter()
+
+    def match(self, seq: Sequence, warming: Iterable[Sequence] = ()) -> Match | None:
+        """The longest reusable start of `seq`'s prompt over every tier, None if nothing is
+        worth going on from (a resident prefix shorter than MIN_RESIDENT is not)."""
+        request = seq.request
+        found: list[Match] = []
+        for slot, resident in self._resident.items():
+            if resident.scope == request.scope:
+                length = self._usable(resident, seq)
+                if length >= MIN_RESIDENT:
+                    found.append(Match("resident", length, resident, slot))
+        if not seq.forks:  # NOTE: a group's candidates copy the prompt's slot: it stays theirs
+            for warm in warming:
+                if warm.request.scope == request.scope:
+                    held = Resident.of(warm, warm.num_computed)
+                    found.append(Match("warming", self._usable(held, seq), held, warm.slot))
+        for stored in request.stored:
+            length = self._usable(stored.state, seq)
+            found.append(Match(stored.tier, length, stored.state, state=stored.state))
+        best = max(
+            (m for m in found if m.length > 0),
+            key=lambda m: (m.length, -TIERS.index(m.tier)),
+            default=None,
+        )
+        metrics.REUSE_MATCHES.labels(best.tier if best else "none").inc()
+        return best
+
+    def _usable(self, held: Computed, seq: Sequence) -> int:
+        request = seq.request
+        return usable_length(
+            held,
+            request.prompt,
+            request.session,
+            request.cold_cuts,
+            seq.snapshots_due,
+            self._can_cut,
+            self._budget,
+        )
+
+    def insert(self, slot: int, resident: Resident) -> None:
+        """A freed slot's KV holds `resident` (it replaces what the slot held before)."""
+        self._resident.pop(slot, None)
+        self._resident[slot] = resident
+
+    def take(self, slot: int) -> Resident | None:
+        """The slot is used again: what it held is no longer in the index."""
+        self._locks.pop(slot, None)
+        return self._resident.pop(slot, None)
+
+    def evict(self, among: Iterable[int]) -> int | None:
+        """Of the slots `among` (free ones), the one to empty: the lowest holding nothing, else
+        the least recently inserted resident one that is not locked; None if every one is
+        locked. (The caller `take`s it, and clears its KV if it held something.)"""
+        slots = set(among)
+        empty = slots - self._resident.keys()
+        if empty:
+            return min(empty)
+        return next((s for s in self._resident if s in slots and not self._locks[s]), None)
+
+    def lock(self, match: Match | None) -> None:
+        """What `match` named stays: not evicted, not yielded (no effect on a stored state: the
+        match holds it)."""
+        if match is not None and match.slot >= 0:
+            self._locks[match.slot] += 1
+
+    def unlock(self, match: Match | None) -> None:
+        if match is not None and match.slot >= 0 and self._locks[match.slot] > 0:
+            self._locks[match.slot] -= 1
+            if not self._locks[match.slot]:
+                del self._locks[match.slot]
+
+    def is_locked(self, slot: int) -> bool:
+        return self._locks[slot] > 0
+
+    def holds(self, slot: int) -> bool:
+        return slot in self._resident
+
+    def resident_slots(self) -> Seq[int]:
+        return list(self._resident)

@@ -1,1 +1,0 @@
-"""OpenAI tool calls over a model's own chat template: the prompt, the grammar, the parsing."""
