@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from reame.llama import ContextShape
+from reame.llama.context import ContextShape
 
 VOCAB = 64
 EOS = 0

@@ -14,7 +14,7 @@ import pytest
 from conftest import small_settings
 from reame.engine.request import FinishEvent, GenerationRequest, TokenEvent
 from reame.errors import InvalidRequestError
-from reame.llama import Context, ContextShape
+from reame.llama.context import Context, ContextShape
 from reame.runtime import Runtime
 from reame_bench.plain_loop import plain_greedy_loop
 from step_sizes import steps_with_more_than

@@ -16,7 +16,7 @@ from reame import metrics
 from reame.engine.engine import Engine
 from reame.engine.outbox import Kept
 from reame.engine.request import Event, FinishEvent, GenerationRequest, TokenEvent
-from reame.llama import ContextShape
+from reame.llama.context import ContextShape
 from reame.sampling import SamplingParams
 from reame.saved_state import SavedState
 from reame.speculation.controller import SpecController

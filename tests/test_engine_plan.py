@@ -12,7 +12,7 @@ from reame.engine.runner import Runner
 from reame.engine.scheduler import Scheduler
 from reame.engine.sequence import SeqState, Sequence
 from reame.engine.update import Update
-from reame.llama import ContextShape
+from reame.llama.context import ContextShape
 from reame.sampling import Sampler, SamplingParams
 from reame.speculation.controller import SpecController
 from reame.speculation.kit import Speculation

@@ -13,7 +13,7 @@ import pytest
 from fake_llama import FakeContext, FakeModel, reference
 from reame.engine.engine import Engine
 from reame.engine.request import GenerationRequest
-from reame.llama import ContextShape
+from reame.llama.context import ContextShape
 from reame.saved_state import SavedState, Stored
 from reame.speculation.controller import SpecController
 from reame.speculation.kit import Speculation

@@ -10,7 +10,7 @@ import pytest
 from fake_llama import FakeContext, FakeModel
 from reame.engine.engine import Engine
 from reame.engine.exact_run import PROBE_LIMIT, longest_exact_run
-from reame.llama import ContextShape
+from reame.llama.context import ContextShape
 from reame.speculation.controller import SpecController
 from reame.speculation.kit import Speculation
 

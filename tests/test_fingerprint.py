@@ -80,7 +80,7 @@ def test_the_build_and_the_cpu_backend_are_parts_of_the_fingerprint(
 
 
 def test_a_running_server_fingerprints_its_own_build_and_backend(smollm2_path: Path) -> None:
-    from reame.llama import build_identity, cpu_backend
+    from reame.llama.backend import build_identity, cpu_backend
 
     version, libs = build_identity()
     assert any(p.name.startswith("libllama") for p in libs)

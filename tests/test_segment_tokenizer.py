@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reame.llama import Model
+from reame.llama.model import Model
 from reame.runtime import Runtime
 from reame.segment_tokenizer import SegmentTokenizer, marker_candidates
 

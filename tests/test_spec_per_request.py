@@ -17,7 +17,7 @@ from reame.engine.drafting import best_proposal
 from reame.engine.engine import Engine
 from reame.engine.request import Event, FinishEvent, GenerationRequest, TokenEvent
 from reame.engine.sequence import Sequence
-from reame.llama import ContextShape
+from reame.llama.context import ContextShape
 from reame.sampling import Sampler, SamplingParams
 from reame.speculation.controller import RequestStats, SpecController
 from reame.speculation.kit import Speculation

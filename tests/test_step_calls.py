@@ -12,7 +12,8 @@ import pytest
 
 from reame.engine.runner import Runner
 from reame.engine.step_plan import Part, StepPlan
-from reame.llama import Context, ContextShape, Model
+from reame.llama.context import Context, ContextShape
+from reame.llama.model import Model
 
 PREFIX = [100 + (i * 7) % 300 for i in range(300)]
 CHUNK = tuple(200 + (i * 3) % 250 for i in range(64))

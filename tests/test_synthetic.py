@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from reame.errors import ConfigError
-from reame.llama import Context, ContextShape, Model
+from reame.llama.context import Context, ContextShape
+from reame.llama.model import Model
 from reame_bench import synthetic
 from reame_bench.gguf_tokenizer import tokenizer_source
 from reame_bench.synthetic import SHAPES, build_synthetic, describe, synthetic_path

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from openai import BadRequestError, OpenAI
 
-from reame.llama import Model
+from reame.llama.model import Model
 from reame_command import reame_command
 from server_process import ServerProcess, free_port, small_server
 

@@ -8,7 +8,7 @@ import pytest
 from reame.errors import InvalidRequestError
 from reame.grammar.matcher import Grammar, Grammars, GrammarSpec
 from reame.grammar.tool_calls import tool_grammar
-from reame.llama import Model
+from reame.llama.model import Model
 from reame.tool_calls.family import FAMILIES, tool_family
 from test_tool_templates import SMOLLM2
 

@@ -11,7 +11,7 @@ import pytest
 
 from reame.grammar.matcher import Grammar, Grammars, GrammarSpec
 from reame.grammar.tool_calls import tool_grammar
-from reame.llama import Model
+from reame.llama.model import Model
 from reame.tool_calls.parse import parse_tool_output
 
 # NOTE: llguidance reads the vocabulary through a deprecated llama-cpp-python call, per token

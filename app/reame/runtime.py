@@ -26,14 +26,9 @@ from reame.config import Settings
 from reame.engine.engine import Engine
 from reame.engine.request import FinishEvent, GenerationRequest
 from reame.grammar.matcher import Grammars
-from reame.llama import (
-    Context,
-    ContextShape,
-    Model,
-    build_identity,
-    cpu_backend,
-    set_llama_log_level,
-)
+from reame.llama.backend import build_identity, cpu_backend, set_llama_log_level
+from reame.llama.context import Context, ContextShape
+from reame.llama.model import Model
 from reame.models.gguf_facts import ModelFacts
 from reame.models.resolve import resolve_model
 from reame.service import Service

@@ -26,7 +26,7 @@ from reame.engine.engine import Engine
 from reame.engine.request import Event, FinishEvent, GenerationRequest, ThoughtSpec
 from reame.errors import InvalidRequestError
 from reame.grammar.matcher import Grammar, Grammars, GrammarSpec
-from reame.llama import Model
+from reame.llama.model import Model
 from reame.loop_inbox import ChoiceEvent, LoopInbox
 from reame.sampling import SamplingParams
 from reame.saved_state import common_length
@@ -54,6 +54,9 @@ class Job:
     # prompt lengths every request of this conversation cuts its chunks at, cold or warm: where
     # an answer starts, so the history computed ahead from there is computed as cold (history_ahead)
     cuts: tuple[int, ...] = ()
+    # where its chunks end as a cold request's do, past the passages a question is asked of
+    # (Service.chat_stops)
+    stops: tuple[int, ...] = ()
 
 
 def build_sampling(defaults: Mapping[str, Any], **options: Any) -> SamplingParams:
@@ -194,6 +197,33 @@ class Service:
             marks.append(common_length(head, prompt))
         return tuple(m for m in marks if m > 0)
 
+    def chat_stops(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        prompt: list[int],
+        tools: list[dict] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> tuple[int, ...]:
+        """Where the last message's last paragraph starts, when it is a user's in paragraphs
+        (retrieved passages, then the question): questions over the same passages part there.
+        Every request's chunks end there, cold or warm, so a later question over them reuses
+        all of them exactly and computes only itself (engine/exact_reuse.py). Only with a
+        prefix cache."""
+        last = messages[-1] if messages else {}
+        content = last.get("content")
+        if self.cache is None or last.get("role") != "user" or not isinstance(content, str):
+            return ()
+        cut = content.rstrip().rfind("\n\n")
+        if cut < 0:
+            return ()
+        upto = (*messages[:-1], {**last, "content": content[: cut + 2]})
+        try:
+            head = self.chat_tokens(upto, add_generation_prompt=False, tools=tools, kwargs=kwargs)
+        except InvalidRequestError:
+            return ()
+        at = common_length(head, prompt)
+        return (at,) if self.cache.config.min_tokens <= at < len(prompt) - 1 else ()
+
     def chat_closing(self) -> tuple[int, ...]:
         """The template's tokens between an assistant's answer and the next user message's
         text (its end of turn, the next user header), which warm-ahead computes before the
@@ -250,7 +280,7 @@ class Service:
         """The engine request of a job, with what it reuses and keeps (PrefixReuse.plan). May
         read the disk: call it off the event loop."""
         reuse = self.reuse.plan(
-            job.prompt, job.scope, job.session, job.marks, take_snapshots, job.cuts
+            job.prompt, job.scope, job.session, job.marks, take_snapshots, job.cuts, job.stops
         )
         warm = job.warm_ahead if reuse.keep_state else ()
         return GenerationRequest(
@@ -261,6 +291,7 @@ class Service:
             keep_state_min_new=reuse.keep_state_min_new,
             snapshot_at=reuse.snapshot_at,
             cold_cuts=reuse.cold_cuts,
+            stops=reuse.stops,
             scope=job.scope,
             owner=job.owner,
             grammar=job.grammar,
@@ -322,13 +353,17 @@ class Service:
                 yield choice.event
 
     async def astream_many(
-        self, jobs: Sequence[Job], shared_prompt: bool = False
+        self,
+        jobs: Sequence[Job],
+        shared_prompt: bool = False,
+        requests: list[GenerationRequest] | None = None,
     ) -> AsyncIterator[list[ChoiceEvent]]:
         """Events of several requests in the order the engine emitted them, a batch for each
         hand-over (one write to a client, however many tokens); leaving early (a client gone)
         aborts the ones still running. `shared_prompt`: the jobs have one prompt, computed once
         for all of them (the engine's group). The first batch is empty: it says every job was
-        accepted (a refusal raises before it), so a caller can answer before any token."""
+        accepted (a refusal raises before it), so a caller can answer before any token.
+        `requests`: the jobs' engine requests, made already off the loop (prepare)."""
         loop = asyncio.get_running_loop()
         inbox = self._inboxes.get(loop)
         if inbox is None:
@@ -343,9 +378,9 @@ class Service:
                 held.add(index)
                 self.engine.hold(running[index].request_id, True)
 
-        # NOTE: a cache lookup may read the disk: off the loop
-        make = self._group_requests if shared_prompt else self._requests
-        requests = await asyncio.to_thread(make, jobs) if self.cache else make(jobs)
+        if requests is None:  # NOTE: a cache lookup may read the disk: off the loop
+            work = partial(self.prepare, jobs, shared_prompt)
+            requests = await asyncio.to_thread(work) if self.cache else work()
         try:
             sinks = [
                 inbox.sink(
@@ -377,6 +412,12 @@ class Service:
         finally:
             for request in running.values():
                 self.engine.abort(request.request_id)
+
+    def prepare(self, jobs: Sequence[Job], shared_prompt: bool = False) -> list[GenerationRequest]:
+        """The engine requests of `jobs`, with the stored states each may go on from read into
+        memory (`shared_prompt`: a group's, one lookup for all). May read the disk: call it
+        off the event loop."""
+        return self._group_requests(jobs) if shared_prompt else self._requests(jobs)
 
     def _group_requests(self, jobs: Sequence[Job]) -> list[GenerationRequest]:
         """One lookup for a group: only its first request computes (and snapshots) the prompt."""

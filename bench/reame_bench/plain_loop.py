@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from reame.llama import Context, ContextShape, Model, set_llama_log_level
+from reame.llama.backend import set_llama_log_level
+from reame.llama.context import Context, ContextShape
+from reame.llama.model import Model
 
 
 @dataclass(slots=True, frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from reame.engine.request import Event, FinishEvent, GenerationRequest, TokenEvent
-from reame.llama import ContextShape
+from reame.llama.context import ContextShape
 from reame.runtime import Runtime
 from reame.sampling import SamplingParams
 from reame_bench.plain_loop import PlainLoopProcess

@@ -10,7 +10,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from reame.llama import Context, ContextShape, Model
+from reame.llama.context import Context, ContextShape
+from reame.llama.model import Model
 
 VERIFY_SIZES = (2, 4, 8, 16)
 SEQUENCE_COUNTS = (2, 4, 8)

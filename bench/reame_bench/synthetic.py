@@ -23,7 +23,7 @@ import numpy as np
 import structlog
 
 from reame.errors import ConfigError
-from reame.llama import QUANT_TYPES, quantize_file
+from reame.llama.quantize import QUANT_TYPES, quantize_file
 from reame_bench.gguf_tokenizer import (
     tokenizer_fields,
     tokenizer_source,

@@ -1,28 +1,30 @@
 """One OpenAI call (chat or completion, streamed or not) from a validated body to its response.
 
 No HTTP here: the server hands in a body and writes out what comes back. The response and the
-SSE frames are two readings of the same choices, kept beside each other.
+SSE frames are two readings of the same choices, kept beside each other; the chunks of each
+hand-over of a stream are written in call_frames.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from uuid import uuid4
 
 from reame import metrics
 from reame.api import openai_format as fmt
+from reame.api.call_frames import batch_frames
 from reame.api.chat_turn import ChatTurn, chat_turn, template_messages
 from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.api.served import Served, num_prompts
 from reame.api.sse import DONE, frame
 from reame.api.structured import is_json, requested_grammar
-from reame.api.tool_use import ToolUse, delta_of
+from reame.api.tool_use import ToolUse
 from reame.cache.prefix_reuse import SessionKey
-from reame.conclave.convene import Verdict, convene, open_conclave
-from reame.engine.request import Finish, FinishEvent, ThoughtSpec, TokenEvent
+from reame.conclave.convene import Verdict, convene, open_conclave, prepare_conclave
+from reame.engine.request import FinishEvent, GenerationRequest, ThoughtSpec, TokenEvent
 from reame.errors import InvalidRequestError
 from reame.grammar.matcher import Grammar
 from reame.history_ahead import history_ahead
@@ -30,7 +32,6 @@ from reame.loop_inbox import ChoiceEvent
 from reame.service import Job
 from reame.tool_calls.stream import ToolStream
 
-FAILED = (Finish.ERROR, Finish.ABORT, Finish.BUSY)  # an answer that is not whole
 _BACKGROUND: set[asyncio.Task] = set()  # NOTE: the loop holds tasks weakly
 
 
@@ -92,16 +93,18 @@ class Call:
         places = num_prompts(self.body) * self.body.n * self.best_of
         self.served.take_places(self.owner, places)
         self.places = places
-        self.jobs = await asyncio.to_thread(self._make_jobs)
+        # NOTE: one trip off the loop renders, tokenizes and reads the stored states, and one
+        # back; the loop then submits
+        self.jobs, prepared = await asyncio.to_thread(self._prepare)
         thinks = self.thought is not None
         self.choices = [
             fmt.Choice(i, thought=[] if thinks else None) for i in range(len(self.jobs))
         ]
         service = self.served.service
         if self.best_of > 1:
-            self._stream = open_conclave(service, self.jobs[0], self.best_of)
+            self._stream = open_conclave(service, self.jobs[0], self.best_of, prepared)
         else:
-            self._stream = service.astream_many(self.jobs)
+            self._stream = service.astream_many(self.jobs, requests=prepared[1])
         try:
             await anext(self._stream)  # NOTE: the empty batch: every job was accepted
         except InvalidRequestError as exc:
@@ -114,10 +117,20 @@ class Call:
         if self._stream is not None:
             await self._stream.aclose()
 
+    def _prepare(self) -> tuple[list[Job], tuple[list[Job], list[GenerationRequest]]]:
+        """The call's jobs, and the jobs the engine runs (a Conclave's candidates, else the
+        same) with their engine requests (Service.prepare)."""
+        jobs = self._make_jobs()
+        service = self.served.service
+        if self.best_of > 1:
+            return jobs, prepare_conclave(service, jobs[0], self.best_of)
+        return jobs, (jobs, service.prepare(jobs))
+
     def _make_jobs(self) -> list[Job]:
         body, params = self.body, self.params
         service = self.served.service
         marks: tuple[int, ...] = ()
+        stops: tuple[int, ...] = ()
         closing: tuple[int, ...] = ()
         grammar = None
         try:
@@ -141,6 +154,7 @@ class Call:
                     warms_ahead=self.tool_use is None,
                 )
                 prompts, marks, closing = [turn.prompt], turn.marks, turn.closing
+                stops = turn.stops
                 self.thought = turn.thought
                 if turn.computes_history_ahead:
                     self._history = (turn, messages, tools)
@@ -162,6 +176,7 @@ class Call:
                         params.model_copy(update={"seed": seed}),
                         session=session if first else None,
                         marks=marks,
+                        stops=stops,
                         scope=self.owner if self.served.is_scoped_per_key else "",
                         owner=self.owner,
                         grammar=grammar,
@@ -189,7 +204,7 @@ class Call:
             )
         return self.served.service.grammar(spec, kind="tools")
 
-    def _piece(self, token: int) -> str:
+    def piece(self, token: int) -> str:
         return self.served.service.token_text(token)
 
     def _totals(self) -> dict[str, object]:
@@ -221,7 +236,7 @@ class Call:
                 for item in batch:
                     choice, event = self.choices[item.index], item.event
                     if self.tool_use is not None and isinstance(event, TokenEvent):
-                        choice.parts.append(self._answer_text(event))
+                        choice.parts.append(self.answer_text(event))
                     else:
                         choice.parts.append(event.text)
                     if choice.thought is not None:
@@ -238,7 +253,7 @@ class Call:
             raise ApiError(400, str(exc), exc.param, exc.code) from exc
 
     def _account(self, index: int, event: FinishEvent) -> None:
-        if event.reason in FAILED:
+        if not event.reason.is_whole:
             return
         metrics.GENERATED_TOKENS.inc(event.num_completion_tokens)
         if index % self.body.n == 0:
@@ -279,7 +294,7 @@ class Call:
         else:
             async for _ in self._events():
                 pass  # the choices book what they get
-        failed = [c.finish for c in self.choices if c.finish and c.finish.reason in FAILED]
+        failed = [c.finish for c in self.choices if c.finish and not c.finish.reason.is_whole]
         if failed:
             raise self.served.failure(failed[0])
         body = fmt.response(
@@ -287,11 +302,11 @@ class Call:
             self.created,
             self.served.model_id,
             self.choices,
-            self._piece,
+            self.piece,
             self.with_logprobs,
             self._totals(),
             self.is_chat,
-            self._inline,
+            self.inline_thought,
         )
         if self.verdict is not None:
             body["conclave"] = self.verdict.summary()
@@ -320,68 +335,16 @@ class Call:
             choice, verdict = self.choices[0], self.verdict
             assert verdict is not None and choice.finish is not None
             events: list[TokenEvent | FinishEvent] = [*verdict.winner.tokens, choice.finish]
-            yield "".join(self._batch_frames([(choice, e) for e in events]))
+            yield "".join(batch_frames(self, [(choice, e) for e in events]))
         else:
             async for batch in self._events():
-                if frames := "".join(self._batch_frames(batch)):
+                if frames := "".join(batch_frames(self, batch)):
                     yield frames
         self._compute_history_ahead()
         if self.body.include_usage:
             obj = "chat.completion.chunk" if self.is_chat else "text_completion"
             yield frame(fmt.usage_chunk(self.rid, self.created, model, obj, self._totals()))
         yield DONE
-
-    def _batch_frames(
-        self, batch: list[tuple[fmt.Choice, TokenEvent | FinishEvent]]
-    ) -> Iterator[str]:
-        """One delta a choice for the tokens of a hand-over (one write, however many tokens),
-        then its finish."""
-        tokens: dict[int, list[TokenEvent]] = {}
-        for choice, event in batch:
-            if isinstance(event, TokenEvent):
-                tokens.setdefault(choice.index, []).append(event)
-                continue
-            yield from self._token_frames(choice.index, tokens.pop(choice.index, []))
-            if event.reason in FAILED:
-                yield frame(self.served.failure(event).body())
-            elif choice.index in self.tool_streams:
-                if event.reasoning:
-                    yield frame(self._delta(choice.index, "", None, [], event.reasoning))
-                yield from self._tool_finish(choice.index, event)
-            else:
-                finish = fmt.finish_reason(event)
-                yield frame(self._delta(choice.index, event.text, finish, [], event.reasoning))
-        for index, events in tokens.items():
-            yield from self._token_frames(index, events)
-
-    def _token_frames(self, index: int, events: list[TokenEvent]) -> Iterator[str]:
-        tool_use = self.tool_use
-        reasoning = "".join(e.reasoning for e in events)
-        if tool_use is not None and tool_use.is_on:
-            if reasoning:
-                yield frame(self._delta(index, "", None, [], reasoning))
-            stream = self.tool_streams.setdefault(index, tool_use.stream())
-            text = "".join(self._answer_text(e) for e in events)
-            yield from self._tool_frames(index, stream.feed(text))
-            return
-        text = "".join(e.text for e in events)
-        if text or reasoning or (self.with_logprobs and events):
-            yield frame(self._delta(index, text, None, events, reasoning))
-
-    def _tool_frames(self, index: int, pieces: list) -> Iterator[str]:
-        for piece in pieces:
-            chunk = fmt.chat_chunk(
-                self.rid, self.created, self.served.model_id, index, delta_of(piece)
-            )
-            yield frame(chunk)
-
-    def _tool_finish(self, index: int, event: FinishEvent) -> Iterator[str]:
-        stream = self.tool_streams[index]
-        yield from self._tool_frames(index, stream.feed(event.text) + stream.finish())
-        finish = fmt.finish_reason(event)
-        if stream.calls and finish != "length":  # NOTE: cut short, the last call is not whole
-            finish = "tool_calls"
-        yield frame(self._delta(index, "", finish, []))
 
     def _compute_history_ahead(self) -> None:
         """A whole answer of one choice, whose template drops its thought from the history:
@@ -400,14 +363,14 @@ class Call:
         _BACKGROUND.add(task)
         task.add_done_callback(_BACKGROUND.discard)
 
-    def _answer_text(self, event: TokenEvent) -> str:
+    def answer_text(self, event: TokenEvent) -> str:
         """A token's answer text as the tool reader needs it (a marker that is a control token
         written out); nothing of a thought."""
         assert self.tool_use is not None
         return event.text if event.in_thought else self.tool_use.text_of(event.token, event.text)
 
     @property
-    def _inline(self) -> tuple[str, str] | None:
+    def inline_thought(self) -> tuple[str, str] | None:
         """The thought's markers where it stays in content: reasoning_format "inline", and no
         schema, grammar or tools (their answers are read apart from the thought)."""
         thought = self.thought
@@ -416,25 +379,3 @@ class Call:
         if self.grammar_spec is not None or self.tool_use is not None:
             return None
         return thought.open, thought.close
-
-    def _delta(
-        self,
-        index: int,
-        text: str,
-        finish: str | None,
-        events: list[TokenEvent],
-        reasoning: str = "",
-    ) -> dict:
-        model = self.served.model_id
-        if self.is_chat:
-            lp = fmt.chat_logprobs(events, self._piece) if self.with_logprobs and events else None
-            if self.thought is not None:
-                choice = self.choices[index]
-                delta = fmt.thought_delta(choice, reasoning, text, self._inline)
-                if not delta and not finish:
-                    delta = {"content": ""}
-                return fmt.chat_chunk(self.rid, self.created, model, index, delta, finish, lp)
-            delta = {"content": text} if text or not finish else {}
-            return fmt.chat_chunk(self.rid, self.created, model, index, delta, finish, lp)
-        lp = fmt.completion_logprobs(events, self._piece) if self.with_logprobs and events else None
-        return fmt.completion_chunk(self.rid, self.created, model, index, text, finish, lp)

@@ -10,7 +10,7 @@ from reame.api.schemas import ChatRequest
 from reame.errors import InvalidRequestError
 from reame.grammar.matcher import GrammarSpec
 from reame.grammar.tool_calls import tool_grammar
-from reame.llama import Model
+from reame.llama.model import Model
 from reame.tool_calls.choice import choice_mode
 from reame.tool_calls.family import MARKERS, tool_family
 from reame.tool_calls.parse import parse_tool_output

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reame.llama import Context
+    from reame.llama.context import Context
 
 MARGIN = 64 << 10  # a snapshot's JSON header; and room for what llama.cpp may add to a state
 

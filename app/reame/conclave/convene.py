@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from reame import metrics
 from reame.conclave.answers import extract
 from reame.conclave.vote import Tally
-from reame.engine.request import FinishEvent, TokenEvent
+from reame.engine.request import FinishEvent, GenerationRequest, TokenEvent
 from reame.loop_inbox import ChoiceEvent
 from reame.service import Job, Service
 
@@ -75,10 +75,27 @@ def candidate_jobs(job: Job, n: int) -> list[Job]:
     ]
 
 
-def open_conclave(service: Service, job: Job, n: int) -> AsyncGenerator[list[ChoiceEvent]]:
+def open_conclave(
+    service: Service,
+    job: Job,
+    n: int,
+    prepared: tuple[list[Job], list[GenerationRequest]] | None = None,
+) -> AsyncGenerator[list[ChoiceEvent]]:
     """The candidates' event stream, for a caller that wants it accepted (its first, empty
-    batch read) before it answers: then pass it to `convene`."""
+    batch read) before it answers: then pass it to `convene`. `prepared`: the candidate jobs
+    and their engine requests, made already off the loop (prepare_conclave)."""
+    if prepared is not None:
+        return service.astream_many(prepared[0], shared_prompt=True, requests=prepared[1])
     return service.astream_many(candidate_jobs(job, n), shared_prompt=True)
+
+
+def prepare_conclave(
+    service: Service, job: Job, n: int
+) -> tuple[list[Job], list[GenerationRequest]]:
+    """The candidate jobs of `job` and their engine requests (one prefix lookup for all). May
+    read the disk: call it off the event loop."""
+    jobs = candidate_jobs(job, n)
+    return jobs, service.prepare(jobs, shared_prompt=True)
 
 
 async def convene(

@@ -32,7 +32,8 @@ from reame.engine.sequence import SeqState, Sequence
 from reame.engine.thought import Thought
 from reame.engine.update import Update
 from reame.errors import EngineBusyError, EngineFailedError, InvalidRequestError
-from reame.llama import DecodeError, Model
+from reame.llama.context import DecodeError
+from reame.llama.model import Model
 from reame.sampling import Sampler
 from reame.speculation.controller import SpecController
 from reame.speculation.kit import Speculation
@@ -206,6 +207,7 @@ class Engine:
             TextStream(params.stop),
             tokens=list(prompt),
             snapshots_due=due if self.update.takes_snapshots else [],
+            stops_due=sorted({p for p in request.stops if 0 < p < n}),
             drafters=drafters,
             constraint=constraint if thought is None else None,
             thought=thought,

@@ -9,7 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
-from reame.llama import ContextShape
+from reame.llama.context import ContextShape
 
 
 class KVContext(Protocol):

@@ -146,7 +146,7 @@ class ReuseIndex:
             request.prompt,
             request.session,
             request.cold_cuts,
-            seq.snapshots_due,
+            seq.own_cuts,
             self._can_cut,
             self._budget,
         )

@@ -104,7 +104,7 @@ def make_plan(running: list[Sequence], budget: int, can_widen: bool = False) -> 
         Work(
             len(s.tokens) + len(s.drafts),
             s.num_computed,
-            s.next_snapshot,
+            s.next_stop,
             len(s.drafts),
             s.num_prompt,
         )

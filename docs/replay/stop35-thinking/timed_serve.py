@@ -4,7 +4,7 @@
 import sys
 import time
 
-import reame.llama as llama
+import reame.llama.context as llama
 from reame.cli.main import main
 
 LOG = open("steps.log", "w", buffering=1)  # noqa: SIM115 - open for the process's whole life
