@@ -41,7 +41,7 @@ def runtime(smollm2_path: Path) -> Iterator[Runtime]:
 
 
 def chat(runtime: Runtime, content: str) -> list[int]:
-    return runtime.service.chat_prompt([{"role": "user", "content": content}])
+    return runtime.service.chat.prompt([{"role": "user", "content": content}])
 
 
 def convened(runtime: Runtime, job: Job, n: int, rule, early_stop: bool):

@@ -31,7 +31,7 @@ QUESTIONS = [
 
 
 def prompt(runtime: Runtime, question: str) -> list[int]:
-    return runtime.service.chat_prompt([{"role": "user", "content": question}])
+    return runtime.service.chat.prompt([{"role": "user", "content": question}])
 
 
 def plain_tokens(runtime: Runtime, tokens: list[int], max_tokens: int) -> list[int]:
@@ -197,7 +197,7 @@ def test_only_the_engine_thread_decodes(
 def test_a_chat_call_on_a_model_without_a_template_is_a_clear_error(gemma_path: Path) -> None:
     with Runtime(small_settings(gemma_path, parallel=1)) as runtime:
         with pytest.raises(InvalidRequestError, match="has no chat template"):
-            runtime.service.chat_prompt([{"role": "user", "content": "hi"}])
+            runtime.service.chat.prompt([{"role": "user", "content": "hi"}])
         tokens, text, finish = runtime.service.generate(
             runtime.service.text_prompt("The capital of France is"),
             runtime.service.sampling(temperature=0.0, max_tokens=8),

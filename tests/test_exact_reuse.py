@@ -166,11 +166,11 @@ def test_questions_that_share_first_words_reuse_them_and_answer_as_cold(
     with Runtime(settings) as runtime:
         service = runtime.service
         messages = chat(QUESTIONS[0], SYSTEM)
-        header = service.chat_marks(messages, service.chat_prompt(messages))[0]
+        header = service.chat.marks(messages, service.chat.prompt(messages))[0]
         cached, prompt_lengths = {}, {}
         for q in QUESTIONS:
             tokens, cached[q] = answer(runtime, q, SYSTEM)
-            prompt_lengths[q] = len(service.chat_prompt(chat(q, SYSTEM)))
+            prompt_lengths[q] = len(service.chat.prompt(chat(q, SYSTEM)))
             assert tokens == cold[q], q
     # past the end of the system prompt and the user header, where the chunks end, when what
     # follows stays a chunk of 64 tokens or more
@@ -200,8 +200,8 @@ def test_a_stored_state_that_parts_from_the_prompt_serves_what_they_share_answer
         answer(runtime, "Name a colour.", "Be terse. " + filler_text(seed=31, num_words=120))
         tokens, cached = answer(runtime, bush, SYSTEM)
         messages = chat(bush, SYSTEM)
-        prompt = service.chat_prompt(messages)
-        header = service.chat_marks(messages, prompt)[0]
+        prompt = service.chat.prompt(messages)
+        header = service.chat.marks(messages, prompt)[0]
     assert tokens == cold[bush]
     # all it shares but the 64 tokens before its end, which a cold request computes tiled
     assert cached == len(prompt) - TILED_QUERIES > header
@@ -213,13 +213,13 @@ PASSAGES = "Passages:\n\n" + "\n\n".join(
 
 
 def asked(runtime: Runtime, question: str) -> tuple[list[int], int, int]:
-    """Greedy tokens, prompt tokens restored, and where the question starts (Service.chat_stops),
+    """Greedy tokens, prompt tokens restored, and where the question starts (ChatPrompts.stops),
     of a question over PASSAGES, through the service as the HTTP layer uses it."""
     service = runtime.service
     messages = chat(f"{PASSAGES}\n\nQuestion: {question}", SYSTEM)
-    prompt = service.chat_prompt(messages)
-    stops = service.chat_stops(messages, prompt)
-    marks = service.chat_marks(messages, prompt)
+    prompt = service.chat.prompt(messages)
+    stops = service.chat.stops(messages, prompt)
+    marks = service.chat.marks(messages, prompt)
     job = Job(prompt, service.sampling(temperature=0.0, max_tokens=24), marks=marks, stops=stops)
     events = list(_stream(runtime, job))
     assert len(stops) == 1

@@ -120,11 +120,11 @@ SYSTEM = "You answer in one short sentence. " + filler_text(seed=5, num_words=30
 def cached_tokens(runtime: Runtime) -> int:
     service = runtime.service
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Why?"}]
-    prompt = service.chat_prompt(messages)
+    prompt = service.chat.prompt(messages)
     job = Job(
         prompt,
         service.sampling(temperature=0.0, max_tokens=4),
-        marks=service.chat_marks(messages, prompt),
+        marks=service.chat.marks(messages, prompt),
     )
     events: queue.SimpleQueue = queue.SimpleQueue()
     runtime.engine.submit(service.request(job), events.put)

@@ -38,7 +38,7 @@ NOTES = [
 
 def _prompt(runtime: Runtime, note: str) -> list[int]:
     question = f"Extract the person as JSON with name, age, city and pets: {note}"
-    return runtime.service.chat_prompt([{"role": "user", "content": question}])
+    return runtime.service.chat.prompt([{"role": "user", "content": question}])
 
 
 def _answers(runtime: Runtime, spec: GrammarSpec, **options: object) -> list[list[int]]:
@@ -170,7 +170,7 @@ def _tool_calls(runtime: Runtime) -> list[list[int]]:
     out = []
     for ask in ASKS:
         rendered = tool_prompt([{"role": "user", "content": ask}], TOOLS, "required", "generic")
-        prompt = service.chat_prompt(rendered.messages, rendered.tools)
+        prompt = service.chat.prompt(rendered.messages, rendered.tools)
         assert len(prompt) > 256
         params = service.sampling(temperature=0.0, max_tokens=150)
         tokens, text, finish = service.generate(prompt, params, grammar)

@@ -267,6 +267,7 @@ class Prompt:
     prompt_tokens: int = 0
     blobs: dict[str, int] = field(default_factory=dict)  # blob key -> its length (tokens)
     listings: dict[str, list[bytes]] = field(default_factory=dict)  # listing -> its fields
+    blocks: list[str] = field(default_factory=list)  # block listings naming its blobs
     bulk: str = ""  # a listing filled past the bounds
 
 
@@ -331,6 +332,12 @@ def answer_cold(
             p = owner[listing.split(b":g:")[0] + b":b:" + f.split(b"-")[1]]
             if p in prompts and f not in p.listings.get(listing.decode(), []):
                 p.listings.setdefault(listing.decode(), []).append(f)
+    for listing in client.keys("reame:kv:*:p:*"):
+        for member in client.zrange(listing, 0, -1):
+            key = member[:-TAG_BYTES].split(b"-")[1]
+            p = owner[listing.split(b":p:")[0] + b":b:" + key]
+            if p in prompts and listing.decode() not in p.blocks:
+                p.blocks.append(listing.decode())
 
 
 def replace_blobs(client: redis.Redis, p: Prompt, mode: str, signed: bool, donor: Prompt,
@@ -357,7 +364,8 @@ def replace_blobs(client: redis.Redis, p: Prompt, mode: str, signed: bool, donor
 
 
 def replace_listings(client: redis.Redis, p: Prompt, signed: bool) -> None:
-    """Every field of the prompt's groups replaced by one no replica writes; and a group a lookup
+    """Every field of the prompt's groups and member of its block listings replaced by one no
+    replica writes; and a group a lookup
     of the prompt lists, empty until now, filled past the bounds (thousands of fields, one of
     1 kB)."""
 
@@ -369,6 +377,15 @@ def replace_listings(client: redis.Redis, p: Prompt, signed: bool) -> None:
         for j, f in enumerate(fields):
             bad = f"{GARBAGE_FIELDS[(j + k) % len(GARBAGE_FIELDS)]}-{f.decode().split('-')[1]}"
             client.hset(listing, bad, tag(listing, bad))
+    # the block listings that name its states (found by the longest common prefix): their
+    # members in the same garbage
+    for k, listing in enumerate(p.blocks):
+        members = client.zrange(listing, 0, -1)
+        client.delete(listing)
+        for j, m in enumerate(members):
+            group, _, rest = m[:-TAG_BYTES].decode().partition("/")
+            bad = f"{group}/{GARBAGE_FIELDS[(j + k) % len(GARBAGE_FIELDS)]}-{rest.split('-')[1]}"
+            client.zadd(listing, {bad.encode() + tag(listing, bad): 1.0})
     blob = min(p.blobs, key=p.blobs.__getitem__)
     payload = client.get(blob)[TAG_BYTES:]
     tokens = array("i", payload[token_span(payload)])

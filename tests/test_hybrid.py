@@ -111,9 +111,9 @@ def test_a_prompt_restored_from_a_snapshot_continues_as_a_cold_one(tiny_path: Pa
 
     def run(runtime: Runtime) -> tuple[list[int], int]:
         service = runtime.service
-        prompt = service.chat_prompt(messages)
+        prompt = service.chat.prompt(messages)
         params = service.sampling(temperature=0.0, max_tokens=24, speculation="off")
-        job = Job(prompt, params, marks=service.chat_marks(messages, prompt))
+        job = Job(prompt, params, marks=service.chat.marks(messages, prompt))
         tokens, cached = [], 0
         for event in service.stream_job(job):
             if hasattr(event, "token"):

@@ -33,7 +33,7 @@ def test_q8_0_kv_keeps_greedy_output_identical_with_drafts_on_a_long_context(
         assert "kv q8_0/q8_0" in runtime.context.kv_layout
         service = runtime.service
         ask = f"{DOCUMENT}\n\nSummarize this text in a numbered list of five points."
-        prompt = service.chat_prompt([{"role": "user", "content": ask}])
+        prompt = service.chat.prompt([{"role": "user", "content": ask}])
         assert len(prompt) > 256
         drafted = drafted_tokens()
         off = service.generate(

@@ -35,11 +35,11 @@ def answer(runtime: Runtime, question: str, system: str = SYSTEM) -> tuple[list[
     layer uses it (with the message marks)."""
     service = runtime.service
     messages = chat(question, system)
-    prompt = service.chat_prompt(messages)
+    prompt = service.chat.prompt(messages)
     job = Job(
         prompt,
         service.sampling(temperature=0.0, max_tokens=24),
-        marks=service.chat_marks(messages, prompt),
+        marks=service.chat.marks(messages, prompt),
     )
     events = list(_stream(runtime, job))
     finish = events[-1]
@@ -239,7 +239,7 @@ def test_a_free_sequence_still_holding_the_prefix_is_reused_without_a_copy(
     settings = cache_settings(smollm2_path, prefix_cache_ram_mb=0, prefix_cache_disk=False)
     with Runtime(settings) as runtime:
         answer(runtime, "Name a colour.")
-        assert runtime.cache.lookup(runtime.service.chat_prompt(chat("Why?"))) is None
+        assert runtime.cache.lookup(runtime.service.chat.prompt(chat("Why?"))) is None
         tokens, cached = answer(runtime, "Name a fruit.")
     assert tokens == computed["Name a fruit."]
     assert cached >= 300

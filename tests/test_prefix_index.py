@@ -179,12 +179,11 @@ def test_the_plan_restores_the_longest_state_it_may_use_whole_prefix_or_not(tmp_
         prompt = [*SYSTEM, *PASSAGE["a"], *random.Random(1).choices(range(9000), k=150)]
         plan = reuse.plan(prompt, "", None, (len(SYSTEM),), take_snapshots=True)
         assert [len(s.state.tokens) for s in plan.stored] == [len(SYSTEM), 400]
-        usable = reuse.usable(plan.stored, prompt, None, plan.cold_cuts)
-        assert usable == len(SYSTEM) + len(PASSAGE["a"])
+        assert reuse.shared(plan.stored, prompt) == len(SYSTEM) + len(PASSAGE["a"])
         # memory that cannot be cut goes on from a whole stored prefix only
         uncut = PrefixReuse(cache, SessionStore(8, 1 << 20, 3600), can_cut=False)
         stored = uncut.prefetch(prompt, "", None)
         assert [len(s.state.tokens) for s in stored] == [len(SYSTEM)]
-        assert uncut.usable(stored, prompt, None, plan.cold_cuts) == len(SYSTEM)
+        assert uncut.shared(stored, prompt) == len(SYSTEM)
     finally:
         cache.close()

@@ -52,10 +52,9 @@ def test_the_longest_prefix_wins_and_a_session_state_is_matched_by_its_session_a
     assert [(s.tier, len(s.state.tokens)) for s in found] == [
         ("pinned", 201), ("ram", 128), ("ram", 201)
     ]  # fmt: skip
-    assert reuse.usable(found, PROMPT, ALICE) == 200  # the session's own goes on where it parts
+    assert reuse.shared(found, PROMPT) == 200  # snapshots past there (the engine decides)
     other = reuse.prefetch(PROMPT, "", BOB)  # the same id under another key: not Alice's
     assert [s.tier for s in other] == ["ram", "ram"]
-    assert reuse.usable(other, PROMPT, BOB) == 128  # hers parts where no chunk of it ended
     assert reuse.unpin(ALICE)
     assert "pinned" not in [s.tier for s in reuse.prefetch(PROMPT, "", ALICE)]
 
@@ -82,7 +81,7 @@ def test_a_finished_answer_is_pinned_for_its_session_and_offered_to_everyone(
     kept = reuse.sessions.get("chat-1", "alice").state  # type: ignore[union-attr]
     assert kept == replace(final, session=ALICE.name)
     prompt = [*PROMPT, 7, 8, 9, 10]
-    assert reuse.usable(reuse.prefetch(prompt, "", None), prompt, None) == len(PROMPT) + 3
+    assert reuse.shared(reuse.prefetch(prompt, "", None), prompt) == len(PROMPT) + 3
     assert reuse.cache is not None
     before = reuse.cache.ram.num_bytes
     # restored 290 of 303: adds less than a block; pinned for its session, not in the cache

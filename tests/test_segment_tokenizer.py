@@ -103,12 +103,12 @@ def test_smollm2_chat_prompts_tokenize_as_the_whole(smollm2: Runtime) -> None:
         messages += [{"role": r, "content": c} for r, c in turns] or [
             {"role": "user", "content": ""}
         ]
-        template, _ = service._chat_tools()
+        template, _ = service.chat._tools()
         whole = model.tokenize(template.render(messages, True))
-        assert service.chat_prompt(messages) == whole
+        assert service.chat.prompt(messages) == whole
 
     check()
-    _, tokenize = service._chat_tools()
+    _, tokenize = service.chat._tools()
     assert tokenize.hits > 100  # the system prompt was tokenized once, not at each call
 
 

@@ -19,7 +19,7 @@ from reame import metrics
 from reame.cache.fingerprint import Fingerprint
 from reame.cache.keys import group_chain, group_of, prefix_key
 from reame.cache.prefix_cache import CacheConfig, PrefixCache
-from reame.cache.shared_store import SharedStore
+from reame.cache.shared_store import MAX_BRANCHES, SharedStore
 from reame.cache.state_bound import StateBound
 from reame.cache.tier_mac import TierMac
 from reame.saved_state import SavedState
@@ -122,6 +122,54 @@ def test_a_longer_local_prefix_is_not_asked_for_and_a_longer_shared_one_wins(
     finally:
         a.close()
         b.close()
+
+
+def test_a_state_another_replica_wrote_serves_the_prefix_a_prompt_shares_with_it(
+    url: str, server: RedisServer, tmp_path: Path
+):
+    # a's state: 900 tokens; b's prompt shares its first 700, then goes on otherwise
+    tokens = prompt(3, 900)
+    asked = [*tokens[:700], *prompt(4, 200)]
+    a, b = replica(url, tmp_path, "a"), replica(url, tmp_path, "b")
+    try:
+        a.offer(state_of(tokens))
+        a.flush()
+        assert b.lookup(asked) is None  # no whole prefix of it anywhere
+        hit = b.longer(asked, "", 0)
+        assert hit is not None and (hit.source, hit.is_partial) == ("shared", True)
+        assert hit.state == state_of(tokens) and hit.state.common_length(asked) == 700
+        assert b.ram.contains(prefix_key(group_chain(tokens), tokens, 900))  # kept locally
+        # a block listing names the newest states only, signed: a member written without the
+        # secret is refused and removed
+        block = group_chain(asked)[group_of(700)]
+        listing = f"reame:kv:m1:p:{block}"
+        server.client().zadd(listing, {b"0" * 32 + b"/900-" + b"f" * 32 + b"x" * 32: 1e12})
+        refused = count(metrics.SHARED_REFUSED, "mac")
+        assert b.longer(asked, "", 0) is not None  # b's RAM (the forged entry is skipped)
+        fresh = replica(url, tmp_path, "c")
+        try:
+            assert fresh.longer(asked, "", 0) is not None
+        finally:
+            fresh.close()
+        assert count(metrics.SHARED_REFUSED, "mac") >= refused + 1
+        members = server.client().zrange(listing, 0, -1)
+        assert members and all(not m.endswith(b"x" * 32) for m in members)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_block_listing_keeps_the_newest_states_only(url: str, server: RedisServer, tmp_path):
+    a = replica(url, tmp_path, "a")
+    head = prompt(5, 128)
+    try:
+        for k in range(MAX_BRANCHES + 4):
+            a.offer(state_of([*head, *prompt(100 + k, 64)], num_bytes=1000))
+            a.flush()  # NOTE: the writer's queue would drop what does not fit
+        listing = f"reame:kv:m1:p:{group_chain(head)[group_of(128)]}"
+        assert server.client().zcard(listing) == MAX_BRANCHES
+    finally:
+        a.close()
 
 
 def test_a_corrupt_entry_is_refused_and_removed(url: str, server: RedisServer, tmp_path: Path):

@@ -32,7 +32,7 @@ def drafts_booked(runtime: Runtime) -> tuple[int, int]:
 def test_a_repeated_request_reports_its_own_drafts(smollm2_path: Path) -> None:
     with Runtime(small_settings(smollm2_path)) as runtime:
         service = runtime.service
-        prompt = service.chat_prompt([{"role": "user", "content": QUESTION}])
+        prompt = service.chat.prompt([{"role": "user", "content": QUESTION}])
         params = service.sampling(temperature=0.0, max_tokens=64, speculation="on")
         plain, _, first = service.generate(prompt, params.model_copy(update={"speculation": "off"}))
         assert (first.num_accepted_drafts, first.num_rejected_drafts) == (0, 0)
@@ -49,7 +49,7 @@ def test_the_controllers_figures_outlive_a_restart(smollm2_path: Path) -> None:
     state = new_state_dir()
     with Runtime(small_settings(smollm2_path, state_dir=state)) as first:
         service = first.service
-        prompt = service.chat_prompt([{"role": "user", "content": QUESTION}])
+        prompt = service.chat.prompt([{"role": "user", "content": QUESTION}])
         for _ in range(2):  # the second is drafted from the first's answer
             service.generate(prompt, service.sampling(temperature=0.0, max_tokens=48))
     saved = measured(first.speculation.controller)  # as it stood at close

@@ -26,7 +26,7 @@ QUESTIONS = [
 
 def answer(runtime: Runtime, question: str, mode: str) -> list[int]:
     service = runtime.service
-    prompt = service.chat_prompt([{"role": "user", "content": question}])
+    prompt = service.chat.prompt([{"role": "user", "content": question}])
     params = service.sampling(temperature=0.0, max_tokens=96, speculation=mode)
     tokens, _, _ = service.generate(prompt, params)
     return tokens
@@ -83,7 +83,7 @@ def test_a_seeded_sampled_request_is_drafted_and_gives_the_same_tokens(
 ) -> None:
     with Runtime(small_settings(smollm2_path, spec="on")) as runtime:
         service = runtime.service
-        prompt = service.chat_prompt([{"role": "user", "content": QUESTIONS[0]}])
+        prompt = service.chat.prompt([{"role": "user", "content": QUESTIONS[0]}])
         greedy = service.sampling(temperature=0.0, max_tokens=64, speculation="off")
         service.generate(prompt, greedy)  # the archive learns the most likely answer
         for seed in (1, 2):

@@ -72,13 +72,13 @@ def conversation(
     out = []
     for question in questions:
         messages.append({"role": "user", "content": question})
-        prompt = service.chat_prompt(messages)
+        prompt = service.chat.prompt(messages)
         job = Job(
             prompt,
             service.sampling(temperature=0.0, max_tokens=16),
             session=SessionKey("", session),
-            marks=service.chat_marks(messages, prompt),
-            warm_ahead=service.chat_closing(),
+            marks=service.chat.marks(messages, prompt),
+            warm_ahead=service.chat.closing(),
         )
         tokens, text, cached = [], [], 0
         for event in service.stream_job(job):
@@ -111,11 +111,11 @@ def test_the_next_turn_starts_past_the_closing_and_answers_as_without_it(
 ) -> None:
     settings = {"spec": "off", "prefix_cache_disk": False}
     with Runtime(small_settings(smollm2_path, warm_ahead=False, **settings)) as runtime:
-        assert runtime.service.chat_closing() == ()
+        assert runtime.service.chat.closing() == ()
         plain = conversation(runtime, "plain")
     kept = warm_count("kept")
     with Runtime(small_settings(smollm2_path, **settings)) as runtime:
-        closing = runtime.service.chat_closing()
+        closing = runtime.service.chat.closing()
         assert closing  # <|im_end|>, a newline, <|im_start|>user and its newline
         warmed = conversation(runtime, "warmed")
     assert warm_count("kept") >= kept + len(QUESTIONS)
@@ -128,8 +128,8 @@ def test_the_next_turn_starts_past_the_closing_and_answers_as_without_it(
 def _chat_tokens(runtime: Runtime, question: str) -> tuple[list[int], tuple[int, ...]]:
     service = runtime.service
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
-    prompt = service.chat_prompt(messages)
-    return prompt, service.chat_closing()
+    prompt = service.chat.prompt(messages)
+    return prompt, service.chat.closing()
 
 
 def _follow_up(runtime: Runtime, tokens: list[int]) -> GenerationRequest:

@@ -43,10 +43,10 @@ def answer_starts(
         {"role": "assistant", "content": _ANSWER},
         {"role": "user", "content": _NEXT},
     ]
-    starts = [common_length(prompt, service.chat_tokens(probe, False, tools, kwargs))]
+    starts = [common_length(prompt, service.chat.tokens(probe, False, tools, kwargs))]
     last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=0)
     if last > 0:
-        before = service.chat_tokens(messages[:last], True, tools, kwargs)
+        before = service.chat.tokens(messages[:last], True, tools, kwargs)
         starts.append(common_length(before, prompt))
     return tuple(sorted(p for p in set(starts) if 0 < p < len(prompt)))
 
@@ -65,13 +65,13 @@ def history_ahead(
         return False
     # NOTE: as the client will send the answer back (a closing marker the model wrote in it
     # again is split off, as the next request's is)
-    sent = with_thought_apart({"role": "assistant", "content": answer}, service.thinking)
+    sent = with_thought_apart({"role": "assistant", "content": answer}, service.chat.thinking)
     turn = [*messages, sent, {"role": "user", "content": _NEXT}]
-    text = service.chat_text(turn, tools, kwargs, add_generation_prompt=False)
+    text = service.chat.text(turn, tools, kwargs, add_generation_prompt=False)
     at = text.find(_NEXT)
     if at <= 0:
         return False
-    history = service.tokenize_chat(text[:at])
+    history = service.chat.tokenize(text[:at])
     start = max((c for c in job.cuts if c <= len(history)), default=0)
     if start == 0 or common_length(history, job.prompt) < start or len(history) <= start:
         return False

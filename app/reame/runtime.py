@@ -293,7 +293,7 @@ class Runtime:
         """Pay the one-time costs before the first user does: the chat template compiles and
         the first llama_decode sizes its buffers."""
         if self.template_source is not None:
-            self.service.chat_prompt([{"role": "user", "content": "hello"}])
+            self.service.chat.prompt([{"role": "user", "content": "hello"}])
         done = threading.Event()
         params = self.service.sampling(temperature=0.0, max_tokens=1)
         request = GenerationRequest(self.model.tokenize("Hello"), params)

@@ -7,7 +7,6 @@ engine calls each request's sink on its own thread, and the sink hands events ac
 from __future__ import annotations
 
 import asyncio
-import functools
 import queue
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -21,7 +20,7 @@ from pydantic import ValidationError
 
 from reame import metrics
 from reame.cache.prefix_reuse import PrefixReuse, SessionKey
-from reame.chat_template import ChatTemplate, require_template
+from reame.chat_prompt import ChatPrompts
 from reame.engine.engine import Engine
 from reame.engine.request import Event, FinishEvent, GenerationRequest, ThoughtSpec
 from reame.errors import InvalidRequestError
@@ -29,10 +28,6 @@ from reame.grammar.matcher import Grammar, Grammars, GrammarSpec
 from reame.llama.model import Model
 from reame.loop_inbox import ChoiceEvent, LoopInbox
 from reame.sampling import SamplingParams
-from reame.saved_state import common_length
-from reame.segment_tokenizer import SegmentTokenizer, marker_candidates
-from reame.thinking.framing import PromptEnd
-from reame.thinking.syntax import ThinkingSyntax, analyse
 
 log = structlog.get_logger("reame.service")
 
@@ -55,7 +50,7 @@ class Job:
     # an answer starts, so the history computed ahead from there is computed as cold (history_ahead)
     cuts: tuple[int, ...] = ()
     # where its chunks end as a cold request's do, past the passages a question is asked of
-    # (Service.chat_stops)
+    # (ChatPrompts.stops)
     stops: tuple[int, ...] = ()
 
 
@@ -84,22 +79,18 @@ class Service:
     ) -> None:
         """`template_source`: the chat template in force (a user's file), else the GGUF's."""
         self.model, self.engine, self.reuse = model, engine, reuse
-        self.template_source = template_source or model.chat_template
         self.cache = reuse.cache  # None: the prefix cache is off
+        min_tokens = self.cache.config.min_tokens if self.cache is not None else None
+        self.chat = ChatPrompts(
+            model, template_source or model.chat_template, min_tokens, warm_ahead
+        )
         self.sessions = reuse.sessions
         self.grammars = grammars
         self._stream_interval = stream_interval
         self._defaults = dict(defaults)
-        self._chat: tuple[ChatTemplate, SegmentTokenizer] | None = None
-        self._warm_ahead = warm_ahead
-        self._closing: tuple[int, ...] | None = None  # chat_closing's, once known
         self._inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopInbox] = (
             weakref.WeakKeyDictionary()
         )
-
-    @property
-    def warms_ahead(self) -> bool:
-        return self._warm_ahead
 
     def sampling(self, **options: Any) -> SamplingParams:
         return build_sampling(self._defaults, **options)
@@ -112,169 +103,6 @@ class Service:
         grammar = self.grammars.compile(spec)
         metrics.GRAMMAR_REQUESTS.labels(kind or spec.kind).inc()
         return grammar
-
-    def chat_prompt(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: list[dict] | None = None,
-        kwargs: Mapping[str, Any] | None = None,
-    ) -> list[int]:
-        return self.chat_tokens(messages, add_generation_prompt=True, tools=tools, kwargs=kwargs)
-
-    def chat_text(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: list[dict] | None = None,
-        kwargs: Mapping[str, Any] | None = None,
-        add_generation_prompt: bool = True,
-    ) -> str:
-        """The rendered prompt as text (its thinking framing is decided on it)."""
-        template, _ = self._chat_tools()
-        return template.render(messages, add_generation_prompt, tools, kwargs)
-
-    def tokenize_chat(self, text: str) -> list[int]:
-        _, tokenize = self._chat_tools()
-        return self._one_bos(tokenize(text))
-
-    @functools.cached_property
-    def thinking(self) -> ThinkingSyntax | None:
-        """How the template in force writes a thought (probed once); None: its model does not
-        think, or there is no template."""
-        if not self.template_source:
-            return None
-        template, _ = self._chat_tools()
-        return analyse(template)
-
-    @functools.cached_property
-    def _thought_base(self) -> ThoughtSpec | None:
-        """The template's thought in this model's tokens (tokenized once): markers that are one
-        token, the closing run the engine writes."""
-        syntax = self.thinking
-        if syntax is None:
-            return None
-        markers = []
-        for text in (syntax.open, syntax.close):
-            ids = self.model.tokenize(text, add_special=False)
-            if len(ids) == 1:
-                markers.append((ids[0], text))
-        close = tuple(self.model.tokenize(syntax.close_run, add_special=False))
-        return ThoughtSpec(syntax.open, syntax.close, close, False, None, tuple(markers))
-
-    def thought_spec(self, end: PromptEnd, budget: int | None) -> ThoughtSpec | None:
-        """What the engine needs to tell a thought apart, close it and bound it, for a prompt
-        that ends `end`; None when no thought can come (a closed one, or no thinking)."""
-        base = self._thought_base
-        if base is None or end is PromptEnd.CLOSED:
-            return None
-        return replace(base, is_open=end is PromptEnd.OPEN, budget=budget)
-
-    def chat_marks(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        prompt: list[int],
-        tools: list[dict] | None = None,
-        kwargs: Mapping[str, Any] | None = None,
-    ) -> tuple[int, ...]:
-        """Prompt lengths where a conversation's shared parts end: after the first message (a
-        system prompt) and after the last earlier one, each taken up to the next message's
-        role header (`<|im_start|>user` and the like, which every request of that kind shares
-        too: 3 tokens less to compute on SmolLM2). Only with a prefix cache."""
-        if self.cache is None or len(messages) < 2:
-            return ()
-        marks = []
-        for count in sorted({1, len(messages) - 1}):
-            # NOTE: the next message as it is but empty (a tool result keeps the call it
-            # answers: Mistral's template refuses one without)
-            following = {k: v for k, v in messages[count].items() if k != "tool_calls"}
-            upto = (*messages[:count], {**following, "content": ""})
-            try:
-                # NOTE: the heads' long pieces (a system prompt) come from the tokenizer's memory
-                head = self.chat_tokens(
-                    upto, add_generation_prompt=False, tools=tools, kwargs=kwargs
-                )
-            except InvalidRequestError:  # a template that takes no such head: no mark there
-                continue
-            marks.append(common_length(head, prompt))
-        return tuple(m for m in marks if m > 0)
-
-    def chat_stops(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        prompt: list[int],
-        tools: list[dict] | None = None,
-        kwargs: Mapping[str, Any] | None = None,
-    ) -> tuple[int, ...]:
-        """Where the last message's last paragraph starts, when it is a user's in paragraphs
-        (retrieved passages, then the question): questions over the same passages part there.
-        Every request's chunks end there, cold or warm, so a later question over them reuses
-        all of them exactly and computes only itself (engine/exact_reuse.py). Only with a
-        prefix cache."""
-        last = messages[-1] if messages else {}
-        content = last.get("content")
-        if self.cache is None or last.get("role") != "user" or not isinstance(content, str):
-            return ()
-        cut = content.rstrip().rfind("\n\n")
-        if cut < 0:
-            return ()
-        upto = (*messages[:-1], {**last, "content": content[: cut + 2]})
-        try:
-            head = self.chat_tokens(upto, add_generation_prompt=False, tools=tools, kwargs=kwargs)
-        except InvalidRequestError:
-            return ()
-        at = common_length(head, prompt)
-        return (at,) if self.cache.config.min_tokens <= at < len(prompt) - 1 else ()
-
-    def chat_closing(self) -> tuple[int, ...]:
-        """The template's tokens between an assistant's answer and the next user message's
-        text (its end of turn, the next user header), which warm-ahead computes before the
-        next turn comes; () when warm-ahead is off or the template does not show them."""
-        if not self._warm_ahead:
-            return ()
-        if self._closing is None:
-            template, _ = self._chat_tools()
-            answer, question = "reameWarmAnswer", "reameWarmQuestion"
-            turns = [
-                {"role": "user", "content": question},
-                {"role": "assistant", "content": answer},
-                {"role": "user", "content": question},
-            ]
-            text = template.render(turns, False, None)
-            start = text.find(answer) + len(answer)
-            end = text.find(question, start)
-            between = text[start:end] if start >= len(answer) and end > start else ""
-            self._closing = tuple(self.model.tokenize(between, False)) if between else ()
-        return self._closing
-
-    def chat_tokens(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        add_generation_prompt: bool,
-        tools: list[dict] | None = None,
-        kwargs: Mapping[str, Any] | None = None,
-    ) -> list[int]:
-        template, tokenize = self._chat_tools()
-        return self._one_bos(
-            tokenize(template.render(messages, add_generation_prompt, tools, kwargs))
-        )
-
-    def _one_bos(self, tokens: list[int]) -> list[int]:
-        # a template that writes the BOS itself must not get a second one from the tokenizer
-        if len(tokens) > 1 and tokens[0] == tokens[1] == self.model.bos_id:
-            tokens = tokens[1:]
-        return tokens
-
-    def _chat_tools(self) -> tuple[ChatTemplate, SegmentTokenizer]:
-        if self._chat is None:
-            source = require_template(self.template_source, self.model.name)
-            template = ChatTemplate(
-                source,
-                self.model.token_text(self.model.bos_id),
-                self.model.token_text(self.model.eos_id),
-            )
-            markers = [] if self.model.adds_eos else marker_candidates(source)
-            splitting = [m for m in markers if self.model.is_splitting_token(m)]
-            self._chat = (template, SegmentTokenizer(self.model.tokenize, splitting))
-        return self._chat
 
     def request(self, job: Job, take_snapshots: bool = True) -> GenerationRequest:
         """The engine request of a job, with what it reuses and keeps (PrefixReuse.plan). May

@@ -99,7 +99,7 @@ async def bench_conclave(
         for i, (question, answer, rule) in enumerate(quiz):
             log(f"run {run + 1}/{runs}, question {i + 1}/{len(quiz)}")
             if service.model.chat_template is not None:
-                prompt = service.chat_prompt([{"role": "user", "content": question}])
+                prompt = service.chat.prompt([{"role": "user", "content": question}])
             else:
                 prompt = service.text_prompt(f"Question: {question}\nAnswer:")
             options = {"max_tokens": max_tokens, "ignore_eos": ignore_eos or None}

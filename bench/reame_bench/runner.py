@@ -104,7 +104,7 @@ def _bench_engine(
     )
     long_prompt = service.text_prompt(filler_text(seed=7, num_words=prompt_tokens * 2))
     long_prompt = long_prompt[: min(prompt_tokens, tuned.context_length - max_tokens - 1)]
-    chat = [service.chat_prompt([{"role": "user", "content": q}]) for q in topics(max(CONCURRENCY))]
+    chat = [service.chat.prompt([{"role": "user", "content": q}]) for q in topics(max(CONCURRENCY))]
     samples: dict[str, list[float]] = {}
     ratios: dict[str, list[float]] = {}
     checks = dict.fromkeys(IDENTITY_CHECKS.values(), True)

@@ -58,7 +58,7 @@ def bench_in_process(settings: Settings, runs: int, log: Callable[[str], None]) 
 def answer(runtime: Runtime, prompt: str, speculation: str) -> Answer:
     """A greedy chat answer, to its end or ANSWER_TOKENS, with its decode time."""
     service = runtime.service
-    tokens = service.chat_prompt([{"role": "user", "content": prompt}])
+    tokens = service.chat.prompt([{"role": "user", "content": prompt}])
     params = service.sampling(temperature=0.0, max_tokens=ANSWER_TOKENS, speculation=speculation)
     out: list[int] = []
     first = last = 0.0

@@ -216,9 +216,9 @@ class InProcessTarget:
         if isinstance(messages, str):
             job = Job(service.text_prompt(messages), params)
         else:
-            prompt = service.chat_prompt(messages)
+            prompt = service.chat.prompt(messages)
             # as the HTTP layer does: the message ends are where the prefix cache snapshots
-            job = Job(prompt, params, marks=service.chat_marks(messages, prompt))
+            job = Job(prompt, params, marks=service.chat.marks(messages, prompt))
         timeline.num_prompt_tokens = len(job.prompt)
         async for event in service.astream_job(job):
             now = time.perf_counter()

@@ -139,7 +139,9 @@ class Call:
             if isinstance(body, ChatRequest):
                 messages = template_messages(body, service)
                 tools = None
-                self.tool_use = ToolUse.of(body, messages, service.model, service.template_source)
+                self.tool_use = ToolUse.of(
+                    body, messages, service.model, service.chat.template_source
+                )
                 if self.tool_use is not None:
                     messages, tools = self.tool_use.prompt(messages)
                     grammar = self._tool_grammar(grammar)

@@ -39,7 +39,7 @@ class ThinkingDefaults:
 
 def template_messages(body: ChatRequest, service: Service) -> list[dict[str, Any]]:
     """The messages as the template takes them (a thought sent back in content, apart)."""
-    syntax = service.thinking
+    syntax = service.chat.thinking
     return [with_thought_apart(m.as_template_input(), syntax) for m in body.messages]
 
 
@@ -54,7 +54,7 @@ def chat_turn(
     warms_ahead: bool,
 ) -> ChatTurn:
     """`answer_bound`: a grammar or tools apply to the answer, so any thought comes first."""
-    syntax = service.thinking
+    syntax = service.chat.thinking
     plan = thinking_plan(
         body.reasoning_effort,
         body.reasoning_budget,
@@ -63,19 +63,19 @@ def chat_turn(
         defaults.effort_budgets or {},
     )
     kwargs = template_kwargs(syntax, plan, body.reasoning_effort, body.chat_template_kwargs or {})
-    text = service.chat_text(messages, tools, kwargs)
+    text = service.chat.text(messages, tools, kwargs)
     thought = None
     if syntax is not None:
         framed = frame(syntax, text, plan, answer_bound)
-        text, thought = framed.text, service.thought_spec(framed.end, plan.budget)
-    prompt = service.tokenize_chat(text)
-    marks = service.chat_marks(messages, prompt, tools, kwargs)
+        text, thought = framed.text, service.chat.thought_spec(framed.end, plan.budget)
+    prompt = service.chat.tokenize(text)
+    marks = service.chat.marks(messages, prompt, tools, kwargs)
     # NOTE: not after tool calls (the next prompt writes them otherwise than the model), nor
     # after a thought that the template drops from the history
     drops = thought is not None and syntax is not None and syntax.drops_history
-    closing = service.chat_closing() if warms_ahead and not drops else ()
+    closing = service.chat.closing() if warms_ahead and not drops else ()
     cuts: tuple[int, ...] = ()
-    if drops and warms_ahead and service.warms_ahead and service.cache is not None:
+    if drops and warms_ahead and service.chat.warms_ahead and service.cache is not None:
         cuts = answer_starts(service, messages, prompt, tools, kwargs)
-    stops = service.chat_stops(messages, prompt, tools, kwargs)
+    stops = service.chat.stops(messages, prompt, tools, kwargs)
     return ChatTurn(prompt, marks, closing, thought, cuts, kwargs, stops)

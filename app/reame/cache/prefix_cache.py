@@ -28,6 +28,7 @@ from reame.saved_state import SavedState
 log = structlog.get_logger("reame.cache")
 
 MAX_FOREIGN = 4096
+MAX_PARTIAL_FETCHES = 2  # shared states fetched a lookup by the longest common prefix, at most
 
 
 @dataclass(slots=True, frozen=True)
@@ -99,12 +100,16 @@ class PrefixCache:
         return hit
 
     def longer(self, tokens: list[int], scope: str, floor: int) -> Hit | None:
-        """A state of RAM or this process's disk that shares more than `floor` leading tokens
-        with `tokens` and then goes on otherwise (cache/prefix_index.py), checked token by
-        token; None if none does."""
+        """A state that shares more than `floor` leading tokens with `tokens` and then goes on
+        otherwise, checked token by token: of RAM or this process's disk (cache/prefix_index.py),
+        else of the shared tier, if it shares more; None if none does."""
         if len(tokens) < self.config.min_tokens:
             return None
-        hit = self._find_partial(group_chain(tokens, scope), tokens, floor)
+        chain = group_chain(tokens, scope)
+        hit = self._find_partial(chain, tokens, floor)
+        if self.shared is not None:
+            local = hit.state.common_length(tokens) if hit is not None else floor
+            hit = self._find_shared_partial(chain, tokens, scope, local) or hit
         if hit is not None:
             metrics.PREFIX_LOOKUPS.labels(f"{hit.source}_partial").inc()
         return hit
@@ -177,33 +182,86 @@ class PrefixCache:
             reverse=True,
         )
         for length, key, group in found:
-            with metrics.PREFIX_LOAD_SECONDS.labels("shared", "fetch").time():
-                data = self.shared.get(group, length, key)
-            if data is None:  # evicted, refused or not answered: counted (and cleaned) there
+            fetched = self._fetch_shared(group, length, key)
+            if fetched is None:
                 continue
-            metrics.PREFIX_LOAD_BYTES.labels("shared").inc(len(data))
-            try:
-                with metrics.PREFIX_LOAD_SECONDS.labels("shared", "decode").time():
-                    state = decode(data, self.fingerprint, self.shared.bound.state_bytes(length))
-            except SnapshotError as exc:
-                metrics.PREFIX_REJECTED.labels(exc.reason).inc()
-                log.warning("shared snapshot refused", key=key, reason=str(exc))
-                if exc.reason == "corrupt":  # a foreign one is its writer's; a corrupt one no one's
-                    self.shared.forget(group, length, key)
-                elif len(self._foreign) < MAX_FOREIGN:  # NOTE: not fetched again, every request
-                    self._foreign.add(key)
-                continue
+            state, data = fetched
             if list(state.tokens) != tokens[:length]:
                 metrics.PREFIX_REJECTED.labels("tokens").inc()
                 self.shared.forget(group, length, key)  # its key names other tokens: no one's
                 continue
-            self.ram.put(group, key, state)
-            self.index.add(key, group, chain, state.tokens)
-            self._publish_ram()
-            if self.writer is not None and self.disk is not None:
-                self.writer.enqueue(Write(group, length, key, state, data, to_shared=False))
+            self._keep_fetched(group, length, key, state, data, chain)
             return Hit(state, "shared")
         return None
+
+    def _find_shared_partial(
+        self, chain: list[str], tokens: list[int], scope: str, floor: int
+    ) -> Hit | None:
+        """A state of the shared tier that shares more than `floor` tokens with `tokens` and
+        then goes on otherwise: listed under the deepest of the prompt's blocks it goes on past
+        (SharedStore.branches), fetched and checked like a whole prefix, kept locally. At
+        most MAX_PARTIAL_FETCHES fetched: each is a whole state."""
+        assert self.shared is not None
+        lowest = max(group_of(self.config.min_tokens), group_of(floor))
+        listed = self.shared.branches(chain[lowest:])
+        fetches = 0
+        for found in reversed(listed):
+            for group, length, key in found:
+                if length <= floor or key in self._foreign or self.ram.contains(key):
+                    continue
+                if fetches == MAX_PARTIAL_FETCHES:
+                    return None
+                fetches += 1
+                fetched = self._fetch_shared(group, length, key)
+                if fetched is None:
+                    continue
+                state, data = fetched
+                own = group_chain(state.tokens, scope)
+                if (
+                    len(state.tokens) != length
+                    or own[group_of(length)] != group
+                    or prefix_key(own, state.tokens, length) != key
+                ):
+                    metrics.PREFIX_REJECTED.labels("tokens").inc()
+                    self.shared.forget(group, length, key)  # its key names other tokens
+                    continue
+                if state.common_length(tokens) <= max(floor, self.config.min_tokens - 1):
+                    continue
+                self._keep_fetched(group, length, key, state, data, own)
+                return Hit(state, "shared", is_partial=True)
+        return None
+
+    def _fetch_shared(self, group: str, length: int, key: str) -> tuple[SavedState, bytes] | None:
+        """A shared snapshot fetched and decoded (its tokens not yet checked); None if it is
+        not there or does not check out (a corrupt one is removed, a foreign one set aside)."""
+        assert self.shared is not None
+        with metrics.PREFIX_LOAD_SECONDS.labels("shared", "fetch").time():
+            data = self.shared.get(group, length, key)
+        if data is None:  # evicted, refused or not answered: counted (and cleaned) there
+            return None
+        metrics.PREFIX_LOAD_BYTES.labels("shared").inc(len(data))
+        try:
+            with metrics.PREFIX_LOAD_SECONDS.labels("shared", "decode").time():
+                state = decode(data, self.fingerprint, self.shared.bound.state_bytes(length))
+        except SnapshotError as exc:
+            metrics.PREFIX_REJECTED.labels(exc.reason).inc()
+            log.warning("shared snapshot refused", key=key, reason=str(exc))
+            if exc.reason == "corrupt":  # a foreign one is its writer's; a corrupt one no one's
+                self.shared.forget(group, length, key)
+            elif len(self._foreign) < MAX_FOREIGN:  # NOTE: not fetched again, every request
+                self._foreign.add(key)
+            return None
+        return state, data
+
+    def _keep_fetched(
+        self, group: str, length: int, key: str, state: SavedState, data: bytes, chain: list[str]
+    ) -> None:
+        """A shared state that checked out, kept locally: RAM now, disk by the writer."""
+        self.ram.put(group, key, state)
+        self.index.add(key, group, chain, state.tokens)
+        self._publish_ram()
+        if self.writer is not None and self.disk is not None:
+            self.writer.enqueue(Write(group, length, key, state, data, to_shared=False))
 
     def _find_in(self, source: str, group: str, chain: list[str], tokens: list[int]) -> Hit | None:
         tier = self.ram if source == "ram" else self.disk
@@ -289,7 +347,8 @@ class PrefixCache:
         self._refresh_prefixes(chain, tokens, length)
         self._publish_ram()
         if self.writer is not None:
-            self.writer.enqueue(Write(group, length, key, state))
+            blocks = tuple(chain[group_of(self.config.min_tokens) : group_of(length)])
+            self.writer.enqueue(Write(group, length, key, state, blocks=blocks))
 
     def _refresh_prefixes(self, chain: list[str], tokens: list[int], length: int) -> None:
         """The RAM states that are shorter prefixes of tokens[:length], marked as used after

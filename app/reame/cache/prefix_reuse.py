@@ -19,7 +19,6 @@ from reame.cache.prefix_cache import PrefixCache
 from reame.cache.snapshot_policy import MIN_NEW_FOR_FINAL, SnapshotPolicy
 from reame.engine.outbox import Kept
 from reame.engine.request import FinishEvent
-from reame.engine.reuse_index import usable_length
 from reame.saved_state import Stored
 from reame.sessions import SessionStore
 
@@ -92,25 +91,13 @@ class PrefixReuse:
             )
         return tuple(found)
 
-    def usable(
-        self,
-        stored: tuple[Stored, ...],
-        tokens: list[int],
-        session: SessionKey | None,
-        cold_cuts: tuple[int, ...] = (),
-    ) -> int:
-        """The most of `tokens` a request would go on from among `stored` (engine/reuse_index.py
-        usable_length, as the engine will apply it): where its snapshots start."""
-        name = session.name if session is not None else ""
-        return max(
-            (
-                usable_length(
-                    s.state, tokens, name, cold_cuts, cold_cuts, self._can_cut, self._budget
-                )
-                for s in stored
-            ),
-            default=0,
-        )
+    @staticmethod
+    def shared(stored: tuple[Stored, ...], tokens: list[int]) -> int:
+        """How far the stored states go along `tokens` (but its last token): snapshots are
+        taken past there. (How much of that the request uses is the engine's one decision,
+        engine/reuse_index.py; a snapshot point it then stands too close to is dropped,
+        exact_reuse.cuts_past.)"""
+        return max((s.state.common_length(tokens[:-1]) for s in stored), default=0)
 
     def keep(self, kept: Kept) -> None:
         """The one way a computed state comes back from the engine (on its thread): a snapshot
@@ -158,7 +145,7 @@ class PrefixReuse:
             cold = cache.policy.points(end, list(marks), must=(*must, *stops))
         stored = self.prefetch(tokens, scope, session)
         if cache is not None and take_snapshots:
-            base = self.usable(stored, tokens, session, cold)
+            base = self.shared(stored, tokens)
             # NOTE: where the memory can be cut back, an answer's start needs no snapshot (the
             # resident sequence is cut there, exact_reuse keeping to the cold cuts); a snapshot
             # read there would stand between the prompt and its first token

@@ -3,6 +3,9 @@ on several machines. NOTE: the only module that imports redis.
 
     reame:kv:<model>:g:<group>    hash: "<length>-<key>" -> tag
     reame:kv:<model>:b:<key>      string: tag | the snapshot exactly as on disk (snapshot_format)
+    reame:kv:<model>:p:<group>    sorted set, newest first: "<group>/<length>-<key>" | tag of
+                                  the MAX_BRANCHES states last written that go on past this
+                                  block (found by the longest common prefix)
     reame:pal:<vocab>:segments    hash: segment name -> tag | "open" or "sealed:<bytes>"
     reame:pal:<vocab>:s:<name>    string: the segment's records, each tag | record
                                   (speculation/palimpsest_tier.py)
@@ -16,11 +19,11 @@ so a foreign entry is a miss counted by its reason, never a state. Blobs are wri
 The server is not trusted: whoever can write to it could otherwise choose what every replica
 restores. Each entry is signed (tier_mac.py) over its key name and content, and its tag checked
 before anything else is read of it; listings are parsed strictly (tier_listing.py); no read is
-larger than its entry can rightly be (a blob: the snapshot of its tokens' state, state_bound.py;
-a listing: MAX_LISTED fields of MAX_FIELD_BYTES, filtered on the server by _LISTING_SCRIPT; a
-segment: MAX_TAIL_BYTES a sync, all of them MAX_SYNC_BYTES). An entry that does not check out
-is a miss counted by its reason (reame_shared_store_refused_total) and removed, with the listing
-entry that led to it.
+larger than its entry can rightly be (a blob: the snapshot of its tokens' state, state_bound.py; a
+listing: MAX_LISTED fields of MAX_FIELD_BYTES, filtered on the server by LISTING_SCRIPT, a block
+listing MAX_BRANCHES members by BRANCH_SCRIPT; a segment: MAX_TAIL_BYTES a sync, all of them
+MAX_SYNC_BYTES). An entry that does not check out is a miss counted by its reason
+(reame_shared_store_refused_total) and removed, with the listing entry that led to it.
 
 The server may evict any key on its own (`maxmemory-policy allkeys-lru`): a group listing a
 blob that is gone is a miss, and the listing is cleaned up. Every call waits at most `timeout`
@@ -41,40 +44,25 @@ from redis.retry import Retry
 
 from reame import metrics
 from reame.cache.state_bound import StateBound
-from reame.cache.tier_listing import prefix_entry, prefix_field, segment_name, segment_status
+from reame.cache.tier_listing import (
+    branch_entry,
+    branch_field,
+    prefix_entry,
+    prefix_field,
+    segment_name,
+    segment_status,
+)
 from reame.cache.tier_mac import TAG_BYTES, TierMac
+from reame.cache.tier_scripts import BRANCH_SCRIPT, LISTING_SCRIPT
 
 RETRY_SECONDS = 5.0
 MAX_LISTED = 4096  # fields of one listing; a group or segment list past it is refused whole
 MAX_FIELD_BYTES = 256  # a field or value of a listing (replicas write under 100)
 MAX_TAIL_BYTES = 8 << 20  # of one segment a sync (a longest record, 1M tokens, fits)
 MAX_SYNC_BYTES = 64 << 20  # of all segments a sync; what is past it waits for the next
+MAX_BRANCHES = 16  # states a block listing names: the newest; older ones are dropped on write
 T = TypeVar("T")
 _NOT_A_STRING = b"\0"  # a blob key of another type: read as a value that is not signed
-
-# Each hash's fields and values (flat), or 0 for a hash past the bounds or a key of another type:
-# the reply is bounded whatever the server holds.
-_LISTING_SCRIPT = """
-local out = {}
-for i, key in ipairs(KEYS) do
-  local kind = redis.call('TYPE', key)['ok']
-  if kind == 'none' then
-    out[i] = {}
-  elseif kind ~= 'hash' or redis.call('HLEN', key) > tonumber(ARGV[1]) then
-    out[i] = 0
-  else
-    local all = redis.call('HGETALL', key)
-    for _, s in ipairs(all) do
-      if #s > tonumber(ARGV[2]) then
-        all = 0
-        break
-      end
-    end
-    out[i] = all
-  end
-end
-return out
-"""
 
 
 class SharedStore:
@@ -98,7 +86,8 @@ class SharedStore:
             retry=Retry(NoBackoff(), 0),
             health_check_interval=0,
         )
-        self._listing = self._client.register_script(_LISTING_SCRIPT)
+        self._listing = self._client.register_script(LISTING_SCRIPT)
+        self._branch_listing = self._client.register_script(BRANCH_SCRIPT)
         self._down_until = 0.0  # NOTE: one float, set whole: no lock between threads
 
     # -- snapshots ---------------------------------------------------------------------------
@@ -155,17 +144,55 @@ class SharedStore:
             self._remove("put", fields=[(listing, field)], keys=[blob])
         return snapshot
 
-    def put(self, group: str, length: int, key: str, data: bytes) -> None:
-        """The blob first, then its listing: a reader never finds a listed blob that was not
-        written (only one evicted since, which reads as a miss)."""
+    def branches(self, blocks: Sequence[str]) -> list[list[tuple[str, int, str]]]:
+        """(group, length, key) of the states listed as going on past each block group, newest
+        first, whose entries check out; every block in one round trip."""
+        names = [f"{self._kv}:p:{block}" for block in blocks]
+        out: list[list[tuple[str, int, str]]] = [[] for _ in blocks]
+
+        def run(client: redis.Redis) -> list[object]:
+            return self._branch_listing(keys=names, args=[MAX_BRANCHES, MAX_FIELD_BYTES])
+
+        replies = self._call("lookup", run, None) if blocks else []
+        refused: list[tuple[str, bytes]] = []
+        for found, name, members in zip(out, names, replies or [], strict=False):
+            if not isinstance(members, list):
+                _refuse("size")
+                refused.append((name, b""))
+                continue
+            for member in members:
+                field, tag = member[:-TAG_BYTES], member[-TAG_BYTES:]
+                if not self.mac.verify(tag, name.encode(), field):
+                    entry = _refuse("mac")
+                else:
+                    entry = branch_entry(field) or _refuse("listing")
+                if entry is None:
+                    refused.append((name, member))
+                else:
+                    found.append(entry)
+        self._remove_branches(refused)
+        return out
+
+    def put(
+        self, group: str, length: int, key: str, data: bytes, blocks: Sequence[str] = ()
+    ) -> None:
+        """The blob first, then its listing (a reader never finds a listed blob that was not
+        written, only one evicted since, which reads as a miss), then in each of `blocks` (the
+        block groups it goes on past) as the newest, each kept to MAX_BRANCHES."""
         blob, listing = f"{self._kv}:b:{key}", f"{self._kv}:g:{group}"
         field = prefix_field(length, key)
         signed = self.mac.signed(data, blob.encode(), self._model)
+        now = time.time()
 
         def run(client: redis.Redis) -> None:
             pipe = client.pipeline(transaction=False)
             pipe.set(blob, signed, nx=True)
             pipe.hset(listing, field, self.mac.sign(listing.encode(), field))
+            branch = branch_field(group, length, key)
+            for block in blocks:
+                name = f"{self._kv}:p:{block}"
+                pipe.zadd(name, {branch + self.mac.sign(name.encode(), branch): now})
+                pipe.zremrangebyrank(name, 0, -MAX_BRANCHES - 1)
             pipe.execute()
             metrics.SHARED_BYTES.labels("written").inc(len(signed))
 
@@ -292,6 +319,18 @@ class SharedStore:
 
         if fields or keys:
             self._call(op, run, None)
+
+    def _remove_branches(self, members: Sequence[tuple[str, bytes]]) -> None:
+        """Members that do not check out (an empty one: the whole key, of another kind)."""
+
+        def run(client: redis.Redis) -> None:
+            pipe = client.pipeline(transaction=False)
+            for name, member in members:
+                pipe.zrem(name, member) if member else pipe.delete(name)
+            pipe.execute()
+
+        if members:
+            self._call("put", run, None)
 
     @property
     def is_down(self) -> bool:

@@ -41,6 +41,7 @@ class Write:
     data: bytes | None = None
     to_shared: bool = True
     queued_at: float = field(default_factory=time.monotonic)
+    blocks: tuple[str, ...] = ()  # the block groups it goes on past (SharedStore.put)
 
 
 @dataclass(slots=True, frozen=True)
@@ -128,7 +129,8 @@ class SnapshotWriter:
             if self.disk is not None:
                 data = self._to_disk(item, data)
             if item.to_shared and self.shared is not None:  # even when the disk refused
-                self.shared.put(item.group, item.length, item.key, data or self._encode(item.state))
+                data = data or self._encode(item.state)
+                self.shared.put(item.group, item.length, item.key, data, item.blocks)
         except Exception:  # never let one snapshot stop the writer
             log.exception("prefix cache write failed")
 

@@ -3,6 +3,7 @@ replica writes is None (a miss), never an exception, and never a number Python w
 no replica wrote (unicode digits, a sign, spaces, thousands of digits). Pure.
 
     prefix group:  "<length>-<key>"          length 1-9 ASCII digits, key 32 hex digits
+    block:         "<group>/<length>-<key>"  a state that goes on past the block (group: 32 hex)
     segments:      segment name -> "open" | "sealed:<bytes>"
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 
 _PREFIX_ENTRY = re.compile(rb"([1-9][0-9]{0,8})-([0-9a-f]{32})")
+_BRANCH_ENTRY = re.compile(rb"([0-9a-f]{32})/([1-9][0-9]{0,8})-([0-9a-f]{32})")
 _SEGMENT_NAME = re.compile(rb"[0-9A-Za-z][0-9A-Za-z._-]{0,99}")
 _STATUS = re.compile(rb"open|sealed:(?:0|[1-9][0-9]{0,14})")
 
@@ -23,6 +25,16 @@ def prefix_entry(field: bytes) -> tuple[int, str] | None:
     """(length, key) of a prefix group's field."""
     match = _PREFIX_ENTRY.fullmatch(field)
     return (int(match[1]), match[2].decode()) if match else None
+
+
+def branch_field(group: str, length: int, key: str) -> bytes:
+    return f"{group}/{length}-{key}".encode()
+
+
+def branch_entry(field: bytes) -> tuple[str, int, str] | None:
+    """(group, length, key) of a block listing's member."""
+    match = _BRANCH_ENTRY.fullmatch(field)
+    return (match[1].decode(), int(match[2]), match[3].decode()) if match else None
 
 
 def segment_name(name: bytes) -> str | None:

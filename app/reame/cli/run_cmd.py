@@ -115,7 +115,7 @@ class Chat:
     def say(self, text: str) -> None:
         if self.is_chat:
             self.messages.append({"role": "user", "content": text})
-            prompt = self.service.chat_prompt(self.messages)
+            prompt = self.service.chat.prompt(self.messages)
         else:
             prompt = self.service.text_prompt(text)
         answer = self._convene(prompt) if self.vote.best_of > 1 else self._stream(prompt)

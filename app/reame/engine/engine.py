@@ -1,5 +1,6 @@
-"""The engine thread. Each turn of its loop is three calls: the scheduler plans a step, the
-runner computes it in one llama_decode, the update turns the logits into events.
+"""The engine thread. Each turn of its loop is four calls: schedule (the inbox, admission
+with its one reuse match, the step's plan), run (one llama_decode), update (the logits into
+tokens and events, through the sequences' own methods), deliver (kept states, then events).
 
 NOTE: the only thread that calls llama.cpp (the prefix cache's writer only writes files).
 llama_decode releases the GIL, so the caller's event loop stays free while a step runs. Requests
@@ -16,49 +17,28 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import structlog
 
 from reame import metrics
-from reame.detokenize import TextStream
-from reame.engine.exact_run import PROBE_LIMIT, longest_exact_run
+from reame.engine.exact_run import PROBE_LIMIT, cap_verify_runs
+from reame.engine.intake import Abort, Hold, sequence_of
 from reame.engine.kv_context import KVContext
 from reame.engine.outbox import StateHook
 from reame.engine.request import Finish, FinishEvent, GenerationRequest, Sink
-from reame.engine.runner import Runner
+from reame.engine.runner import Runner, StepOutput
 from reame.engine.scheduler import Scheduler
 from reame.engine.sequence import SeqState, Sequence
-from reame.engine.thought import Thought
+from reame.engine.step_plan import StepPlan
 from reame.engine.update import Update
-from reame.errors import EngineBusyError, EngineFailedError, InvalidRequestError
+from reame.errors import EngineBusyError, EngineFailedError
 from reame.llama.context import DecodeError
 from reame.llama.model import Model
-from reame.sampling import Sampler
 from reame.speculation.controller import SpecController
 from reame.speculation.kit import Speculation
 
 log = structlog.get_logger("reame.engine")
-# NOTE: idle-time work starts once the engine has been idle this long: a client that sends its
-# next request at once (back to back) finds no step of it in its way
-BACKGROUND_AFTER_SECONDS = 0.05
-
 SWITCH_INTERVAL_SECONDS = 0.001
-# what the exact-run probe feeds the model: any ids every vocabulary has (the kernels' paths
-# depend on the batch's shape, not on which tokens are in it)
-_PROBE_PROMPT = [2, 3, 4]
-_PROBE_RUN = list(range(10, 10 + PROBE_LIMIT))
-
-
-@dataclass(slots=True, frozen=True)
-class _Abort:
-    request_id: str
-
-
-@dataclass(slots=True, frozen=True)
-class _Hold:
-    request_id: str
-    held: bool
 
 
 _STOP = object()
@@ -127,16 +107,6 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name="reame-engine", daemon=True)
         self._started = threading.Event()
 
-    def _keep_runs_exact(self, controller: SpecController) -> None:
-        self.exact_run = longest_exact_run(self.context, _PROBE_PROMPT, _PROBE_RUN)
-        if self.exact_run < PROBE_LIMIT:
-            controller.max_length = min(controller.max_length, self.exact_run - 1)
-            log.info(
-                "verify runs kept short: longer batches round otherwise here",
-                max_run=self.exact_run,
-                max_drafts=controller.max_length,
-            )
-
     # -- called from any thread -------------------------------------------------------------
 
     def start(self) -> None:
@@ -160,6 +130,16 @@ class Engine:
         seqs = [self._sequence(r, s) for r, s in zip(requests, sinks, strict=True)]
         self._enter(seqs, len(seqs))
 
+    def _sequence(self, request: GenerationRequest, sink: Sink) -> Sequence:
+        return sequence_of(
+            request,
+            sink,
+            self.model.vocab_size,
+            self.context_length,
+            self._spec,
+            self.update.takes_snapshots,
+        )
+
     def submit_group(self, requests: list[GenerationRequest], sinks: list[Sink]) -> None:
         """Queue requests with one prompt whose KV is computed once: the first computes it, the
         others then get a copy of its KV and sample their first token from its logits (each
@@ -172,46 +152,6 @@ class Engine:
         leader, followers = seqs[0], seqs[1:]
         leader.lead(followers)
         self._enter([leader], len(seqs))
-
-    def _sequence(self, request: GenerationRequest, sink: Sink) -> Sequence:
-        """The engine's one check of a request: it must fit a sequence and the vocabulary."""
-        prompt, params = request.prompt, request.params
-        if not prompt:
-            raise InvalidRequestError("the prompt is empty", param="prompt")
-        if len(prompt) >= self.context_length:
-            raise InvalidRequestError(
-                f"the prompt is {len(prompt)} tokens but a sequence's context holds "
-                f"{self.context_length} tokens; shorten the prompt or raise context_length",
-                param="prompt",
-            )
-        if any(not 0 <= t < self.model.vocab_size for t in prompt):
-            raise InvalidRequestError("the prompt holds token ids outside the vocabulary", "prompt")
-        try:
-            sampler = Sampler(params, self.model.vocab_size)
-        except ValueError as exc:
-            raise InvalidRequestError(str(exc), param="logit_bias") from exc
-        n = len(prompt)
-        drafters = (
-            self._spec.drafters(n, request.scope)
-            if self._spec is not None and params.speculation != "off"
-            else {}
-        )
-        due = sorted({p for p in request.snapshot_at if 0 < p <= n})
-        constraint = request.grammar.matcher() if request.grammar is not None else None
-        # NOTE: a grammar applies to the answer, from the thought's end
-        thought = Thought(request.thought, constraint) if request.thought is not None else None
-        return Sequence(
-            request,
-            sink,
-            sampler,
-            TextStream(params.stop),
-            tokens=list(prompt),
-            snapshots_due=due if self.update.takes_snapshots else [],
-            stops_due=sorted({p for p in request.stops if 0 < p < n}),
-            drafters=drafters,
-            constraint=constraint if thought is None else None,
-            thought=thought,
-        )
 
     def _enter(self, seqs: list[Sequence], count: int) -> None:
         now = time.monotonic()
@@ -271,11 +211,11 @@ class Engine:
             hook(failure)
 
     def abort(self, request_id: str) -> None:
-        self._inbox.put(_Abort(request_id))
+        self._inbox.put(Abort(request_id))
 
     def hold(self, request_id: str, held: bool) -> None:
         """Stop computing a request whose reader fell behind (held), or go on (not held)."""
-        self._inbox.put(_Hold(request_id, held))
+        self._inbox.put(Hold(request_id, held))
 
     def close(self, timeout: float = 30.0) -> bool:
         """Stop the engine thread (requests still in it end as aborted); False if it is still
@@ -294,7 +234,7 @@ class Engine:
             # outnumber the cores, they sleep at every barrier instead of spinning (measured
             # with the probe on the caller's thread: 1-token steps 19 ms instead of 11)
             if self._probed is not None:
-                self._keep_runs_exact(self._probed)
+                self.exact_run = cap_verify_runs(self.context, self._probed)
         except BaseException as exc:
             self._die(f"the engine's start-up probe failed: {type(exc).__name__}: {exc}")
         finally:
@@ -307,68 +247,85 @@ class Engine:
             self._die(f"the engine thread died: {type(exc).__name__}: {exc}")
 
     def _serve(self) -> None:
-        scheduler, update = self.scheduler, self.update
-        while True:
-            now = time.monotonic()
-            if not scheduler.has_requests:
-                update.warm_gauge.idle(now)
-            wait = self._background_wait(now)
-            scheduler.background_ready = wait == 0.0
-            is_idle = scheduler.is_idle
-            if scheduler.is_stalled:
-                is_idle, wait = True, STALLED_POLL_SECONDS
-            if is_idle:  # NOTE: the gauges too: no step may come to publish them for a while
-                self._publish_counts()
-                self._wake_consumers()
-            if not self._take_inbox(block=is_idle, timeout=wait or None):
-                break
-            update.yield_warm()
-            update.admitted(scheduler.admit(time.monotonic()))
-            self._publish_counts()
-            if scheduler.running or scheduler.warming:
-                self._step()
-            update.out.deliver(self._on_state)
-            if update.has_reads_due:  # the step's events go out while its states are read
-                self._wake_consumers()
-                update.read_due()
-                update.out.deliver(self._on_state)
-        for seq in scheduler.everyone():
+        while self._turn():
+            pass
+        update = self.update
+        for seq in self.scheduler.everyone():
             update.finish(seq, Finish.ABORT)
-        for seq in list(scheduler.warming):  # what they computed outlives the process
+        for seq in list(self.scheduler.warming):  # what they computed outlives the process
             update.warmed(seq)
         update.out.deliver(self._on_state)
         self._wake_consumers()
 
-    def _step(self) -> None:
-        """Plan, run, update. (A method, so that nothing of the plan outlives the step.)"""
-        plan = self.scheduler.schedule()
-        if not plan:
-            return
+    def _turn(self) -> bool:
+        """One turn of the loop: schedule (the inbox, admission, the plan), compute, update,
+        deliver; False once asked to stop. (A method, so that nothing of the plan outlives
+        it while the loop waits for work.)"""
+        plan = self._schedule()
+        if plan is None:
+            return False
+        if plan:
+            began = time.perf_counter()
+            is_warm = plan.parts[0].seq.state is SeqState.WARMING  # NOTE: they run alone
+            output = self._compute(plan)
+            if output is not None:
+                self._update(plan, output)
+            if is_warm:  # the step and the states it saved
+                self.update.warm_gauge.spent(time.perf_counter() - began)
+        self._deliver()
+        return True
+
+    def _schedule(self) -> StepPlan | None:
+        """Wait for work if there is none; take the inbox (requests, aborts, holds); free the
+        warming slots the queue needs and admit (the update applies what admission decided);
+        then the step's plan (empty: nothing to compute). None once asked to stop."""
+        scheduler, update = self.scheduler, self.update
+        now = time.monotonic()
+        if not scheduler.has_requests:
+            update.warm_gauge.idle(now)
+        wait = scheduler.background_wait(update.warm_gauge.idle_for(now))
+        is_idle = scheduler.is_idle
+        if scheduler.is_stalled:
+            is_idle, wait = True, STALLED_POLL_SECONDS
+        if is_idle:  # NOTE: the gauges too: no step may come to publish them for a while
+            self._publish_counts()
+            self._wake_consumers()
+        if not self._take_inbox(block=is_idle, timeout=wait or None):
+            return None
+        update.yield_warm()
+        update.admitted(scheduler.admit(time.monotonic()))
+        self._publish_counts()
+        if not (scheduler.running or scheduler.warming):
+            return StepPlan(())
+        return scheduler.schedule()
+
+    def _compute(self, plan: StepPlan) -> StepOutput | None:
+        """One llama_decode; None if it failed (its sequences ended with the error)."""
         self._wake_consumers()
-        began = time.perf_counter()
-        is_warm = plan.parts[0].seq.state is SeqState.WARMING  # NOTE: they run alone
         try:
-            output = self.runner.run(plan)
+            return self.runner.run(plan)
         except DecodeError as exc:
             self.update.failed(plan, str(exc))
-            return
+            return None
+
+    def _update(self, plan: StepPlan, output: StepOutput) -> None:
         try:
             self.update.apply(plan, output)
         except Exception as exc:  # never let one bad step kill the server
             log.exception("engine step failed")
             for seq in list(self.scheduler.running):
                 self.update.finish(seq, Finish.ERROR, error=str(exc))
-        if is_warm:  # the step and the states it saved
-            self.update.warm_gauge.spent(time.perf_counter() - began)
 
-    def _background_wait(self, now: float) -> float | None:
-        """How long idle-time work still waits (0: it may start); None: none waits. (No gauge
-        as warm-ahead's: what it computes, a next turn would compute anyway, on its way to
-        a first token.)"""
-        scheduler, gauge = self.scheduler, self.update.warm_gauge
-        if not scheduler.background or scheduler.has_requests:
-            return None
-        return max(0.0, BACKGROUND_AFTER_SECONDS - gauge.idle_for(now))
+    def _deliver(self) -> None:
+        """The step's kept states and events out; then the states it noted are read while its
+        events are on their way (a read is 20-170 ms no first token should wait for), and go
+        out too."""
+        update = self.update
+        update.out.deliver(self._on_state)
+        if update.has_reads_due:
+            self._wake_consumers()
+            update.read_due()
+            update.out.deliver(self._on_state)
 
     def _take_inbox(self, block: bool, timeout: float | None = None) -> bool:
         """Move messages from the inbox into engine state (waiting for one if `block`, at most
@@ -385,9 +342,9 @@ class Engine:
                     self.update.warm_gauge.arrived(msg.queued_at)
                 if (dropped := self.scheduler.add(msg)) is not None:
                     self.update.finish(dropped, Finish.ABORT)
-            elif isinstance(msg, _Abort) and (seq := self.scheduler.abort(msg.request_id)):
+            elif isinstance(msg, Abort) and (seq := self.scheduler.abort(msg.request_id)):
                 self.update.finish(seq, Finish.ABORT)
-            elif isinstance(msg, _Hold):
+            elif isinstance(msg, Hold):
                 self.scheduler.hold(msg.request_id, msg.held)
             try:
                 msg = self._inbox.get_nowait()

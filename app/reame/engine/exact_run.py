@@ -13,10 +13,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import structlog
 
 from reame.engine.kv_context import KVContext
+from reame.speculation.controller import SpecController
 
 PROBE_LIMIT = 8  # the longest run measured; beyond it the drafters' own limits apply
+# what the probe feeds the model: any ids every vocabulary has (the kernels' paths depend on
+# the batch's shape, not on which tokens are in it)
+_PROBE_PROMPT = [2, 3, 4]
+_PROBE_RUN = list(range(10, 10 + PROBE_LIMIT))
+log = structlog.get_logger("reame.engine")
+
+
+def cap_verify_runs(context: KVContext, controller: SpecController) -> int:
+    """Measure the longest exact run here and keep the controller's drafts within it."""
+    exact_run = longest_exact_run(context, _PROBE_PROMPT, _PROBE_RUN)
+    if exact_run < PROBE_LIMIT:
+        controller.max_length = min(controller.max_length, exact_run - 1)
+        log.info(
+            "verify runs kept short: longer batches round otherwise here",
+            max_run=exact_run,
+            max_drafts=controller.max_length,
+        )
+    return exact_run
 
 
 def longest_exact_run(

@@ -10,9 +10,10 @@ A computed state can be in six places, and one `match` looks at all of them:
   prefix, a stored state that shares more and then parts), already in memory; restored into an
   empty slot and cut back.
 
-How much of any of them a request may go on from is `usable_length`: the exactness rule of
-engine/exact_reuse.py, and on memory that cannot be cut (recurrent layers) all of a state or
-none. The longest wins; on a tie, the first in TIERS (nothing copied before a copy).
+How much of any of them a request may go on from is decided here alone (`_usable`): the
+exactness rule of engine/exact_reuse.py, and on memory that cannot be cut (recurrent layers)
+all of a state or none. The longest wins; on a tie, the first in TIERS (nothing copied before
+a copy).
 
 Invariants:
 - a resident entry names a free slot whose KV holds exactly its tokens: inserted as its slot is
@@ -84,26 +85,6 @@ class Match:
     state: SavedState | None = None  # pinned, ram, disk or shared: the state to restore
 
 
-def usable_length(
-    held: Computed,
-    prompt: Seq[int],
-    session: str,
-    cold_cuts: Seq[int],
-    own_cuts: Seq[int],
-    can_cut: bool,
-    budget: int,
-) -> int:
-    """How much of `held` a request of `prompt` goes on from (0: none): what they share but
-    the prompt's last token (whose logits pick the first new one), as far as that stays exact
-    (reuse_length; `own_cuts`: the request's snapshot points), and on memory that cannot be
-    cut back, all of what `held` holds or nothing."""
-    common = common_length(held.tokens, prompt[:-1])
-    length = reuse_length(common, held, session, cold_cuts, own_cuts, len(prompt), budget)
-    if not can_cut and length != len(held.tokens):
-        return 0
-    return length
-
-
 class ReuseIndex:
     def __init__(self, can_cut: bool, budget: int) -> None:
         """`can_cut`: the memory can be cut back to any position; `budget`: a step's tokens at
@@ -140,16 +121,24 @@ class ReuseIndex:
         return best
 
     def _usable(self, held: Computed, seq: Sequence) -> int:
+        """How much of `held` the request of `seq` goes on from (0: none): what they share
+        but the prompt's last token (whose logits pick the first new one), as far as that
+        stays exact (reuse_length, with the cuts the request's chunks end at), and on memory
+        that cannot be cut back, all of what `held` holds or nothing."""
         request = seq.request
-        return usable_length(
+        common = common_length(held.tokens, request.prompt[:-1])
+        length = reuse_length(
+            common,
             held,
-            request.prompt,
             request.session,
             request.cold_cuts,
             seq.own_cuts,
-            self._can_cut,
+            seq.num_prompt,
             self._budget,
         )
+        if not self._can_cut and length != len(held.tokens):
+            return 0
+        return length
 
     def insert(self, slot: int, resident: Resident) -> None:
         """A freed slot's KV holds `resident` (it replaces what the slot held before)."""

@@ -19,6 +19,10 @@ from reame.engine.slots import Slots
 from reame.engine.step_plan import StepPlan, make_plan
 from reame.speculation.kit import Speculation
 
+# NOTE: idle-time work starts once the engine has been idle this long: a client that sends its
+# next request at once (back to back) finds no step of it in its way
+BACKGROUND_AFTER_SECONDS = 0.05
+
 
 @dataclass(slots=True, frozen=True)
 class LateFork:
@@ -84,6 +88,16 @@ class Scheduler:
     @property
     def _starts_background(self) -> bool:
         return bool(self.background) and self.background_ready
+
+    def background_wait(self, idle_for: float) -> float | None:
+        """How long idle-time work still waits, the engine idle for `idle_for` seconds (0: it
+        may start, and background_ready says so); None: none waits. (No gauge as warm-ahead's:
+        what it computes, a next turn would compute anyway, on its way to a first token.)"""
+        wait = None
+        if self.background and not self.has_requests:
+            wait = max(0.0, BACKGROUND_AFTER_SECONDS - idle_for)
+        self.background_ready = wait == 0.0
+        return wait
 
     def everyone(self) -> list[Sequence]:
         late = (late.seq for late in self.late)

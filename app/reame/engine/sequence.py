@@ -147,6 +147,11 @@ class Sequence:
         self.num_computed, self.num_cached = num_computed, self.num_prompt
         self.chunk_ends = list(chunk_ends)
 
+    def answer_grammar(self) -> None:
+        """Its thought ended: the grammar its thought held for the answer applies from here."""
+        assert self.thought is not None
+        self.constraint, self.thought.deferred = self.thought.deferred, None
+
     def take(self, token: int) -> None:
         self.tokens.append(token)
 

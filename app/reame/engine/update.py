@@ -1,9 +1,9 @@
-"""After a step: the plan and its logits become tokens taken, drafts kept or rolled back, forks
-started, snapshots due and finishes, all as events in an Outbox. Engine thread only."""
+"""After a step: the plan and its logits become tokens taken (each by engine/taking.py), drafts
+kept or rolled back, forks started, snapshots due and finishes, all as events in an Outbox.
+Engine thread only."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -12,16 +12,16 @@ import structlog
 from reame import metrics
 from reame.engine.kv_context import KVContext
 from reame.engine.outbox import Kept, Outbox
-from reame.engine.request import Finish, FinishEvent, TokenEvent
+from reame.engine.request import Finish, FinishEvent
 from reame.engine.runner import StepOutput
 from reame.engine.scheduler import Admission, LateFork, Scheduler
 from reame.engine.sequence import SeqState, Sequence
 from reame.engine.step_plan import Part, StepPlan
+from reame.engine.taking import Taker
 from reame.engine.warm_ahead import WarmGauge, warm_tail
 from reame.errors import GrammarFailedError
 from reame.grammar.decoding import mask_at, take_forced
 from reame.llama.model import Model
-from reame.sampling import Sampled
 from reame.speculation.kit import Speculation
 
 log = structlog.get_logger("reame.engine")
@@ -51,17 +51,11 @@ class Update:
         self._keeps_states = keeps_states  # a final state has somewhere to go
         self.out = Outbox()
         self.warm_gauge = WarmGauge()  # the engine loop feeds it
+        self._taker = Taker(model, self.context_length, forced_runs)
         # NOTE: a 1.5k-token state takes 20-170 ms to read (fresh pages, measured): states are
         # read after the step's events went out, not on the way to a first token or a finish
         self._snapshots_due: list[Sequence] = []
         self._finals_due: list[Sequence] = []
-
-    @functools.cached_property
-    def _no_end(self) -> np.ndarray:
-        """Every token but the ends of generation: after a thought, an answer has words."""
-        allowed = np.ones(self.model.vocab_size, dtype=bool)
-        allowed[self.model.end_of_generation_ids()] = False
-        return allowed
 
     # -- around a step ----------------------------------------------------------------------
 
@@ -121,7 +115,7 @@ class Update:
         """What the grammar forces before any choice is computed with the prompt."""
         seq.hold_events()
         try:
-            reason = self._take_run(seq, take_forced(seq, whole_run=True))
+            reason = self._taker.run(seq, take_forced(seq, whole_run=True), self.out)
         except Exception as exc:  # NOTE: what one request asked for fails that one alone
             self._fail_alone(seq, exc, "the grammar failed")
             return
@@ -155,13 +149,13 @@ class Update:
         for sampled in kept:
             taken += 1
             phase = thought.phase if thought is not None else None
-            reason = self._take(seq, sampled)
+            reason = self._taker.take(seq, sampled, self.out)
             if reason is not None or (thought is not None and thought.phase is not phase):
                 break  # NOTE: past a thought's end, the drafts were not the answer's grammar's
         answered = min(taken, accepted)  # NOTE: a kept draft after the answer's end is not in it
         seq.verified(answered, len(drafts) - answered)
         if reason is None and self._forced_runs:
-            reason = self._take_run(seq, take_forced(seq, whole_run=True))
+            reason = self._taker.run(seq, take_forced(seq, whole_run=True), self.out)
         # NOTE: the KV cache holds the decode token and the drafts kept as they were computed,
         # up to the first token taken otherwise (a closing run written in a draft's place)
         computed = part.start + 1
@@ -260,94 +254,11 @@ class Update:
             self._fail_alone(seq, exc, "the first token could not be picked")
 
     def _advance(self, seq: Sequence, logits: np.ndarray) -> None:
-        constraint = seq.constraint
-        if constraint is None:
-            allowed = (
-                self._no_end if seq.thought is not None and seq.thought.awaits_answer else None
-            )
-            reason = self._take(seq, seq.sampler.sample(logits, seq.tokens, allowed))
-            if reason is None and seq.constraint is not None and self._forced_runs:
-                reason = self._take_run(seq, take_forced(seq, whole_run=True))  # a thought ended
-        elif forced := take_forced(seq, whole_run=self._forced_runs):
-            reason = self._take_run(seq, forced)  # NOTE: known: these logits are not needed
-        else:
-            allowed = constraint.allowed()
-            if not allowed.any():
-                raise GrammarFailedError(
-                    f"the grammar allows no token here: {_first_line(constraint.error)}"
-                )
-            reason = self._take(seq, seq.sampler.sample(logits, seq.tokens, allowed))
-            if reason is None and self._forced_runs:
-                reason = self._take_run(seq, take_forced(seq, whole_run=True))
+        """Take the token `logits` pick (and what the grammar forces after it); end the request
+        if it ended there."""
+        reason = self._taker.advance(seq, logits, self.out)
         if reason is not None:
             self.finish(seq, reason)
-
-    def _take_run(self, seq: Sequence, run: list[Sampled]) -> Finish | None:
-        """Take forced tokens until one ends the sequence; the finish reason if one does."""
-        for sampled in run:
-            reason = self._take(seq, sampled)
-            seq.took_forced()
-            if reason is not None:
-                return reason
-        return None
-
-    def _take(self, seq: Sequence, sampled: Sampled) -> Finish | None:
-        """Append a token and emit it; the finish reason if the sequence ends with it."""
-        token = sampled.token
-        params = seq.request.params
-        thought = seq.thought
-        is_end = not params.ignore_eos and self.model.is_end_of_generation(token)
-        if is_end and thought is not None and thought.is_thinking:
-            # NOTE: an answer never ends inside its thought: the close takes the end's place
-            return self._close_thought(seq)
-        seq.take(token)
-        if is_end:
-            return Finish.STOP
-        constraint = seq.constraint
-        if constraint is not None and not constraint.consume([token]):
-            why = _first_line(constraint.error)
-            raise GrammarFailedError(f"the grammar failed after {seq.num_generated} tokens: {why}")
-        piece = self.model.piece(token)
-        reasoning, in_thought = "", False
-        if thought is not None and not thought.is_settled:
-            split, in_thought = thought.push(token, piece)
-            reasoning = split.reasoning
-            delta = seq.text.push_text(split.content)
-            if not thought.is_closing and not thought.is_thinking and thought.deferred:
-                seq.constraint, thought.deferred = thought.deferred, None  # the answer's grammar
-        else:
-            delta = seq.text.push(piece)
-        self.out.emit(
-            seq,
-            TokenEvent(
-                token, delta.text, sampled.logprob, sampled.top_logprobs, reasoning, in_thought
-            ),
-        )
-        if delta.is_stopped or (constraint is not None and constraint.is_finished):
-            return Finish.STOP
-        if seq.num_generated >= params.max_tokens or len(seq.tokens) >= self.context_length:
-            return Finish.LENGTH
-        if thought is not None and thought.is_spent:
-            return self._close_thought(seq)
-        return None
-
-    def _close_thought(self, seq: Sequence) -> Finish | None:
-        """Write the template's closing run after the thought (a budget spent, or an end the
-        model wrote inside it), then what the answer's grammar forces, as known tokens."""
-        thought = seq.thought
-        assert thought is not None
-        thought.is_closing = True
-        logprob = 0.0 if seq.request.params.logprobs else None
-        try:
-            run = [Sampled(t, logprob) for t in thought.spec.close_tokens]
-            reason = self._take_run(seq, run)
-        finally:
-            thought.is_closing = False
-        if thought.deferred is not None:  # NOTE: after the whole run: its spaces are no JSON
-            seq.constraint, thought.deferred = thought.deferred, None
-        if reason is None and seq.constraint is not None and self._forced_runs:
-            reason = self._take_run(seq, take_forced(seq, whole_run=True))
-        return reason
 
     def finish(
         self,
@@ -443,8 +354,3 @@ class Update:
         """Free the slots a waiting request needs from warming sequences, oldest first."""
         for seq in self.scheduler.to_yield():
             self.warmed(seq)
-
-
-def _first_line(error: str) -> str:
-    """llguidance's error without the parser state it dumps after its first line."""
-    return error.partition("\n")[0]
