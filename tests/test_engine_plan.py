@@ -148,7 +148,7 @@ def test_tokens_a_grammar_forced_go_into_one_part_marked_as_forced() -> None:
     seq = parts.add([21, 22, 23], 10)
     parts.step()
     sampled = seq.tokens[-1]
-    seq.tokens += [30, 31]  # as Update._take_run appends a forced run
+    seq.tokens += [30, 31]  # as Taker.run appends a forced run
     seq.num_forced = 2
     plan = parts.scheduler.schedule()
     (part,) = plan.parts

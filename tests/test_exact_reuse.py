@@ -118,6 +118,16 @@ def test_tokens_whose_chunk_is_not_known_are_not_reused_past_a_chunk_end() -> No
     assert exact_reuse(320, *resident, (300, 445), (445,), 445, BUDGET) == 320
 
 
+def test_a_narrow_chunk_computed_alike_cold_and_warm_does_not_stop_the_reuse() -> None:
+    # the question (450..470) is a narrow chunk of its own, cold and warm (a stop where the last
+    # paragraph starts): the 350 tokens shared before it are reused, the rest tiled as cold
+    resident = ([0, 300, 400], [(0, 300), (300, 400)])
+    assert exact_reuse(350, *resident, (300, 450), (450,), 470, BUDGET) == 350
+    # where the cold request does not cut there, its last 170 tokens are one tiled chunk:
+    # computed as two, the narrow one rounds otherwise
+    assert exact_reuse(350, *resident, (300,), (450,), 470, BUDGET) == 300
+
+
 def test_nothing_past_the_prompt_but_its_last_token_is_reused() -> None:
     resident = ([0, 300, 328], [(0, 300), (300, 328)])
     assert exact_reuse(500, *resident, (300, 330), (330,), 330, BUDGET) == 328

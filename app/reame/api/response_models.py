@@ -1,6 +1,6 @@
 """The response bodies Reame sends, as pydantic models: the OpenAPI document's response schemas.
 
-They describe what openai_format.py, calls.py, server.py and sessions.py build (nothing builds
+They describe what openai_format.py, calls.py, server_app.py and sessions.py build (nothing builds
 from these), strictly (unknown fields are refused), so a fuzzer's response-schema check catches
 a body that drifts from the document.
 """

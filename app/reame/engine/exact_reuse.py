@@ -113,26 +113,23 @@ def cuts_past(cuts: Sequence[int], reuse: int, num_prompt: int) -> list[int]:
     return [c for c in cuts if c >= reuse + TILED_QUERIES or c == num_prompt]
 
 
-def _paths(pieces: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int, int]]:
-    """(start, end, path) of the pieces' parts inside [lo, hi)."""
-    out = []
-    for a, b in pieces:
-        if b > lo and a < hi:
-            out.append((max(a, lo), min(b, hi), path_of(b - a)))
-    return out
-
-
-def _both_tiled(
+def _both_exact(
     x: Sequence[tuple[int, int]], y: Sequence[tuple[int, int]], lo: int, hi: int
 ) -> bool:
-    """Every position in [lo, hi) is computed in the tiled path by both chunkings (each must
-    cover the range; where chunks overlap, the later one computed the position again)."""
-    px, py = _paths(x, lo, hi)[::-1], _paths(y, lo, hi)[::-1]
-    bounds = sorted({lo, hi, *(a for a, _, _ in px + py)})
-    for a in bounds[:-1]:
-        path_x = next((p for s, e, p in px if s <= a < e), None)
-        path_y = next((p for s, e, p in py if s <= a < e), None)
-        if path_x != TILED or path_y != TILED:
+    """Every position in [lo, hi) is computed alike by both chunkings: in the tiled path by
+    both, or by the very same chunk (the positions before it alike too, as checked from `lo`
+    on: a narrow chunk rounds as it does wherever it runs on the same KV). Each must cover the
+    range; where chunks overlap, the later one computed the position again."""
+    cx = [(a, b) for a, b in x if b > lo and a < hi][::-1]
+    cy = [(a, b) for a, b in y if b > lo and a < hi][::-1]
+    bounds = sorted({lo, hi, *(max(a, lo) for a, _ in cx + cy), *(min(b, hi) for _, b in cx + cy)})
+    for at in bounds[:-1]:
+        chunk_x = next((c for c in cx if c[0] <= at < c[1]), None)
+        chunk_y = next((c for c in cy if c[0] <= at < c[1]), None)
+        if chunk_x is None or chunk_y is None:
+            return False
+        tiled = path_of(chunk_x[1] - chunk_x[0]) == path_of(chunk_y[1] - chunk_y[0]) == TILED
+        if not tiled and chunk_x != chunk_y:
             return False
     return True
 
@@ -167,7 +164,7 @@ def exact_reuse(
         own = computed_chunks(reuse, num_prompt, cuts_past(own_cuts, reuse, num_prompt), budget)
         # NOTE: a widened first chunk computes again the resident's tokens from `first` on
         first = min(reuse, own[0][0])
-        if _both_tiled(resident_chunks, cold, at_end, max(at_end, first)) and _both_tiled(
+        if _both_exact(resident_chunks, cold, at_end, max(at_end, first)) and _both_exact(
             own, cold, first, num_prompt
         ):
             return reuse

@@ -1,5 +1,5 @@
 """What the engine needs of a llama context: one batch computed at a time, and each sequence's
-KV cells kept, cut, copied, saved and restored. `reame.llama.Context` is the real one; the
+KV cells kept, cut, copied, saved and restored. `reame.llama.context.Context` is the real one; the
 engine tests run a fake one (tests/fake_llama.py) that checks every position it is given."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class KVContext(Protocol):
         seq_ids: Sequence[int],
         wants_logits: Sequence[bool],
     ) -> None:
-        """Compute one batch; raises reame.llama.DecodeError if llama.cpp refuses it."""
+        """Compute one batch; raises reame.llama.context.DecodeError if llama.cpp refuses it."""
 
     def logits(self, batch_index: int) -> np.ndarray:
         """The logits of the last batch's token at `batch_index` (which must have asked)."""

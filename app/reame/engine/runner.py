@@ -30,7 +30,7 @@ class Runner:
     def run(self, plan: StepPlan) -> StepOutput:
         """Compute the plan's batch. Where memory cannot be cut back, each verify run's
         sequence is checkpointed first, so that refused drafts can be rolled back. Raises
-        reame.llama.DecodeError if llama.cpp refuses the batch."""
+        reame.llama.context.DecodeError if llama.cpp refuses the batch."""
         out = StepOutput(self.context.logits)
         for part in plan.parts:
             if part.start < part.seq.num_computed:  # a widened chunk: its cells are computed anew
