@@ -22,9 +22,8 @@ from reame.engine.exact_reuse import (
     path_of,
 )
 from reame.runtime import Runtime
-from reame.service import Job
 from reame_bench.workloads import filler_text
-from test_prefix_cache import _stream, answer, chat
+from test_prefix_cache import answer, chat
 
 BUDGET = 512
 
@@ -215,38 +214,3 @@ def test_a_stored_state_that_parts_from_the_prompt_serves_what_they_share_answer
     assert tokens == cold[bush]
     # all it shares but the 64 tokens before its end, which a cold request computes tiled
     assert cached == len(prompt) - TILED_QUERIES > header
-
-
-PASSAGES = "Passages:\n\n" + "\n\n".join(
-    f"[{i}] {filler_text(seed=40 + i, num_words=60)}" for i in range(1, 4)
-)
-
-
-def asked(runtime: Runtime, question: str) -> tuple[list[int], int, int]:
-    """Greedy tokens, prompt tokens restored, and where the question starts (ChatPrompts.stops),
-    of a question over PASSAGES, through the service as the HTTP layer uses it."""
-    service = runtime.service
-    messages = chat(f"{PASSAGES}\n\nQuestion: {question}", SYSTEM)
-    prompt = service.chat.prompt(messages)
-    stops = service.chat.stops(messages, prompt)
-    marks = service.chat.marks(messages, prompt)
-    job = Job(prompt, service.sampling(temperature=0.0, max_tokens=24), marks=marks, stops=stops)
-    events = list(_stream(runtime, job))
-    assert len(stops) == 1
-    return [e.token for e in events[:-1]], events[-1].num_cached_tokens, stops[0]
-
-
-@pytest.mark.model
-def test_a_question_over_the_same_passages_computes_only_itself_and_answers_as_cold(
-    smollm2_path: Path,
-) -> None:
-    first, second = "which passage is the longest?", "name a colour."
-    settings = small_settings(smollm2_path, spec="off", prefix_cache_disk=False, parallel=1)
-    with Runtime(settings) as runtime:
-        cold, _, _ = asked(runtime, second)
-    with Runtime(settings) as runtime:
-        asked(runtime, first)
-        tokens, cached, stop = asked(runtime, second)
-    # every cold request's chunks end where the question starts, so all of the passages are
-    # reused, up to there exactly (before, the last 64 tokens were computed again)
-    assert cached == stop and tokens == cold

@@ -182,16 +182,3 @@ def test_the_queues_first_request_keeps_the_warming_sequence_it_goes_on_from(wid
         admission = scheduler.admit(0.0)
         assert admission.admitted == [seq] and seq.slot == 0 and seq.num_cached == 110
         assert mine.state is SeqState.FINISHED and scheduler.warming == [other]
-
-
-def test_a_stop_ends_a_chunk_without_a_snapshot_and_is_kept_past_a_reuse() -> None:
-    seq = sequence([*SYSTEM, *tail(1, 100)])
-    seq.snapshots_due, seq.stops_due = [400], [350]
-    assert seq.next_stop == 350 and seq.own_cuts == [350, 400]
-    seq.computed(0, 350)
-    assert seq.next_stop == 400 and not seq.at_snapshot()  # no state read at a stop
-    seq.starts_at(340)  # gone on from 340: a chunk of 10 up to the stop would run narrow
-    assert seq.stops_due == [] and seq.snapshots_due == [400]
-    seq.stops_due = [350]
-    seq.starts_at(350)
-    assert seq.chunk_ends == [350] and seq.next_stop == 400

@@ -33,7 +33,7 @@ class ChatPrompts:
     ) -> None:
         """`template_source`: the chat template in force (None: the model has none);
         `min_tokens`: the shortest prefix the prefix cache stores, None when it is off (no
-        marks nor stops then); `warm_ahead`: whether a turn's closing is computed ahead."""
+        marks then); `warm_ahead`: whether a turn's closing is computed ahead."""
         self.model = model
         self.template_source = template_source
         self._warm_ahead = warm_ahead
@@ -138,34 +138,6 @@ class ChatPrompts:
                 continue
             marks.append(common_length(head, prompt))
         return tuple(m for m in marks if m > 0)
-
-    def stops(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        prompt: list[int],
-        tools: list[dict] | None = None,
-        kwargs: Mapping[str, Any] | None = None,
-    ) -> tuple[int, ...]:
-        """Where the last message's last paragraph starts, when it is a user's in paragraphs
-        (retrieved passages, then the question): questions over the same passages part there.
-        Every request's chunks end there, cold or warm, so a later question over them reuses
-        all of them exactly and computes only itself (engine/exact_reuse.py). Only with a
-        prefix cache."""
-        last = messages[-1] if messages else {}
-        content = last.get("content")
-        min_tokens = self._min_tokens
-        if min_tokens is None or last.get("role") != "user" or not isinstance(content, str):
-            return ()
-        cut = content.rstrip().rfind("\n\n")
-        if cut < 0:
-            return ()
-        upto = (*messages[:-1], {**last, "content": content[: cut + 2]})
-        try:
-            head = self.tokens(upto, add_generation_prompt=False, tools=tools, kwargs=kwargs)
-        except InvalidRequestError:
-            return ()
-        at = common_length(head, prompt)
-        return (at,) if min_tokens <= at < len(prompt) - 1 else ()
 
     def closing(self) -> tuple[int, ...]:
         """The template's tokens between an assistant's answer and the next user message's

@@ -49,9 +49,6 @@ class Job:
     # prompt lengths every request of this conversation cuts its chunks at, cold or warm: where
     # an answer starts, so the history computed ahead from there is computed as cold (history_ahead)
     cuts: tuple[int, ...] = ()
-    # where its chunks end as a cold request's do, past the passages a question is asked of
-    # (ChatPrompts.stops)
-    stops: tuple[int, ...] = ()
 
 
 def build_sampling(defaults: Mapping[str, Any], **options: Any) -> SamplingParams:
@@ -108,7 +105,7 @@ class Service:
         """The engine request of a job, with what it reuses and keeps (PrefixReuse.plan). May
         read the disk: call it off the event loop."""
         reuse = self.reuse.plan(
-            job.prompt, job.scope, job.session, job.marks, take_snapshots, job.cuts, job.stops
+            job.prompt, job.scope, job.session, job.marks, take_snapshots, job.cuts
         )
         warm = job.warm_ahead if reuse.keep_state else ()
         return GenerationRequest(
@@ -119,7 +116,6 @@ class Service:
             keep_state_min_new=reuse.keep_state_min_new,
             snapshot_at=reuse.snapshot_at,
             cold_cuts=reuse.cold_cuts,
-            stops=reuse.stops,
             scope=job.scope,
             owner=job.owner,
             grammar=job.grammar,

@@ -130,7 +130,6 @@ class Call:
         body, params = self.body, self.params
         service = self.served.service
         marks: tuple[int, ...] = ()
-        stops: tuple[int, ...] = ()
         closing: tuple[int, ...] = ()
         grammar = None
         try:
@@ -156,7 +155,6 @@ class Call:
                     warms_ahead=self.tool_use is None,
                 )
                 prompts, marks, closing = [turn.prompt], turn.marks, turn.closing
-                stops = turn.stops
                 self.thought = turn.thought
                 if turn.computes_history_ahead:
                     self._history = (turn, messages, tools)
@@ -178,7 +176,6 @@ class Call:
                         params.model_copy(update={"seed": seed}),
                         session=session if first else None,
                         marks=marks,
-                        stops=stops,
                         scope=self.owner if self.served.is_scoped_per_key else "",
                         owner=self.owner,
                         grammar=grammar,

@@ -24,7 +24,6 @@ class ChatTurn:
     thought: ThoughtSpec | None
     cuts: tuple[int, ...] = ()  # Job.cuts: where answers start, for the history ahead
     kwargs: Mapping[str, Any] | None = None  # the template's variables it was rendered with
-    stops: tuple[int, ...] = ()  # Job.stops: where the passages a question is asked of end
 
     @property
     def computes_history_ahead(self) -> bool:
@@ -77,5 +76,4 @@ def chat_turn(
     cuts: tuple[int, ...] = ()
     if drops and warms_ahead and service.chat.warms_ahead and service.cache is not None:
         cuts = answer_starts(service, messages, prompt, tools, kwargs)
-    stops = service.chat.stops(messages, prompt, tools, kwargs)
-    return ChatTurn(prompt, marks, closing, thought, cuts, kwargs, stops)
+    return ChatTurn(prompt, marks, closing, thought, cuts, kwargs)

@@ -45,7 +45,6 @@ class Reuse:
     keep_state: bool  # the final state comes back with the finish event...
     keep_state_min_new: int  # ...if the request computed this many beyond what it restored
     cold_cuts: tuple[int, ...] = ()  # its snapshot points on an empty cache
-    stops: tuple[int, ...] = ()  # where its chunks end without a snapshot (a cold one's too)
 
 
 class PrefixReuse:
@@ -128,13 +127,11 @@ class PrefixReuse:
         marks: tuple[int, ...],
         take_snapshots: bool,
         must: tuple[int, ...] = (),
-        stops: tuple[int, ...] = (),
     ) -> Reuse:
         """What a request may start from and keeps: the stored states found; snapshots at the
         policy's points past what it would use of them (but not of a prefix already stored);
         its final state, for a session always, else when it adds a block (the next turn starts
-        with this prompt and answer). `stops`: where its chunks end, cold or warm, without a
-        snapshot."""
+        with this prompt and answer)."""
         points: tuple[int, ...] = ()
         cold: tuple[int, ...] = ()
         cache = self.cache
@@ -142,7 +139,7 @@ class PrefixReuse:
         # needs); a recurrent state cannot be cut back to that, so it is saved there
         end = len(tokens) if self._can_cut else len(tokens) - 1
         if cache is not None:
-            cold = cache.policy.points(end, list(marks), must=(*must, *stops))
+            cold = cache.policy.points(end, list(marks), must=must)
         stored = self.prefetch(tokens, scope, session)
         if cache is not None and take_snapshots:
             base = self.shared(stored, tokens)
@@ -154,7 +151,7 @@ class PrefixReuse:
             points = tuple(p for p in wanted if not cache.holds(tokens, p, scope))
         keeps_final = session is not None or (cache is not None and take_snapshots)
         min_new = 0 if session is not None else MIN_NEW_FOR_FINAL
-        return Reuse(stored, points, keeps_final, min_new, cold, stops if cache else ())
+        return Reuse(stored, points, keeps_final, min_new, cold)
 
     def finished(self, event: FinishEvent, session: SessionKey | None) -> None:
         """Book a turn of its session and what reuse saved (its state comes through keep)."""

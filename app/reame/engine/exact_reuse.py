@@ -3,12 +3,13 @@ computes, token for token. Pure.
 
 llama.cpp's CPU kernels take one of three paths for the queries of a sequence in a batch: one
 query (a split-KV path once the cache is long), 2 to 63 (one row at a time), 64 or more (tiled
-flash attention). Each rounds its own way. In the tiled path a query's result does not depend
-on how many others share its batch; below it, it does (measured: a JSON answer changed when 33
-prompt tokens of a 45-token chunk were reused and the other 12 computed as a chunk of their
-own, tests/test_grammar_engine.py). So a reuse is exact when every position the request reuses
-was computed, and every position it computes will be, in a chunk of 64 or more, as a cold
-request of the same prompt computes it. A cold request stops its chunks at its snapshot points
+flash attention). Each rounds its own way. In the tiled path a query's result does not depend on
+how many others share its batch; below it, it does (measured: a JSON answer changed when 33
+prompt tokens of a 45-token chunk were reused and the other 12 computed as a chunk of their own,
+tests/test_grammar_engine.py). So a reuse is exact when every position the request reuses was
+computed, and every position it computes will be, in a chunk of 64 or more, as a cold request of
+the same prompt computes it, or by the very same chunk on the same KV (a narrow chunk rounds
+alike wherever it runs on the same KV). A cold request stops its chunks at its snapshot points
 and at the token budget of a step, and computes a chunk that would run narrow, yet is at least
 WIDE_ENOUGH tokens, as the TILED_QUERIES tokens before its end (those before it again): a warm
 request does the same, so the rule keeps them alike.
@@ -143,14 +144,15 @@ def exact_reuse(
     num_prompt: int,
     budget: int,
 ) -> int:
-    """How much of a free sequence's KV to reuse: all `common` tokens it shares with the
-    prompt (at most the prompt but its last token) when every token stays in the tiled path
-    where a cold request computes it, else the most of them that leaves the first chunk it
-    computes TILED_QUERIES wide when that holds, else the last of its chunk ends within them
-    (where a cold request also cuts). `resident_ends`: where its chunks
-    ended (and where it went on from); `resident_chunks`: the chunks that computed its prompt,
-    as far as known; `cold_cuts`: the prompt's snapshot points on an empty cache; `own_cuts`:
-    this request's (it computes from the reuse to the prompt's end, cut at cuts_past it)."""
+    """How much of a free sequence's KV to reuse: all `common` tokens it shares with the prompt (at
+    most the prompt but its last token) when every token stays in the tiled path where a cold
+    request computes it (or in the very chunk a cold request computes it in), else the most of
+    them that leaves the first chunk it computes TILED_QUERIES wide when that holds, else the
+    last of its chunk ends within them (where a cold request also cuts). `resident_ends`: where
+    its chunks ended (and where it went on from); `resident_chunks`: the chunks that computed
+    its prompt, as far as known; `cold_cuts`: the prompt's snapshot points on an empty cache;
+    `own_cuts`: this request's (it computes from the reuse to the prompt's end, cut at cuts_past
+    it)."""
     common = min(common, num_prompt - 1)
     at_end = max((e for e in resident_ends if e <= common), default=0)
     if common <= at_end:

@@ -37,7 +37,7 @@ def sequence_of(
     takes_snapshots: bool,
 ) -> Sequence:
     """The engine's one check of a request (it must fit a sequence and the vocabulary), and
-    the sequence it becomes: its sampler, drafters, snapshot points and chunk stops, grammar
+    the sequence it becomes: its sampler, drafters, snapshot points, grammar
     and thought."""
     prompt, params = request.prompt, request.params
     if not prompt:
@@ -69,7 +69,6 @@ def sequence_of(
         TextStream(params.stop),
         tokens=list(prompt),
         snapshots_due=due if takes_snapshots else [],
-        stops_due=sorted({p for p in request.stops if 0 < p < n}),
         drafters=drafters,
         constraint=constraint if thought is None else None,
         thought=thought,

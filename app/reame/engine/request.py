@@ -45,9 +45,6 @@ class GenerationRequest:
     # where a cold request of this prompt (on an empty cache) would end its chunks: what a
     # token-granular reuse must keep to (engine/exact_reuse.py)
     cold_cuts: tuple[int, ...] = ()
-    # prompt lengths where its chunks end without a snapshot (a cold request's end there too):
-    # where the last message's last paragraph starts, after the passages a question is asked of
-    stops: tuple[int, ...] = ()
     # whose computed prefixes it may reuse and adds to: "" for all (tenancy "shared"), else a
     # bearer key's digest
     scope: str = ""

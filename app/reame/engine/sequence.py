@@ -45,7 +45,6 @@ class Sequence:
     is_paused: bool = False  # its reader stopped taking its tokens: it computes nothing
     queued_at: float = 0.0  # time.monotonic() when it was submitted
     snapshots_due: list[int] = field(default_factory=list)  # ascending prompt lengths
-    stops_due: list[int] = field(default_factory=list)  # chunk ends without a snapshot
     # where its prompt's chunks ended (and where a restore left off): a later request may
     # reuse this sequence's KV up to one of them and compute the rest as a cold request would
     chunk_ends: list[int] = field(default_factory=lambda: [0])
@@ -110,8 +109,6 @@ class Sequence:
         self.chunks = [c for c in held.chunks if c[0] < num_cached] if held else []
         due = cuts_past(self.snapshots_due, num_cached, self.num_prompt)
         self.snapshots_due = [p for p in due if p > num_cached]
-        stops = cuts_past(self.stops_due, num_cached, self.num_prompt)
-        self.stops_due = [p for p in stops if p > num_cached]
 
     def computed(self, start: int, end: int) -> None:
         """A step computed tokens[start:end] into its KV (a prompt chunk is remembered: what a
@@ -201,7 +198,7 @@ class Sequence:
     @property
     def own_cuts(self) -> list[int]:
         """Where its prompt's chunks will end from here (engine/exact_reuse.py)."""
-        return sorted({*self.snapshots_due, *self.stops_due})
+        return list(self.snapshots_due)
 
     @property
     def next_stop(self) -> int:
