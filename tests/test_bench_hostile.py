@@ -102,7 +102,10 @@ def test_a_short_hostile_run_gives_no_5xx_expected_outcomes_and_health_throughou
         assert report[phase]["victim_statuses"] == {"200": report[phase]["victim_answers"]}
         assert report[phase]["rss_peak_mb"] > 0
     prompts = report["attack"]["attacks"]["prompts"]["outcomes"]
-    assert prompts.get("400", 0) > 0  # refused before any work, whatever the list holds
+    # refused before any work, whatever the list holds: a 400 for the list, or a 429 when the
+    # attacker's key is past its share (checked before the body is parsed, so which one comes
+    # depends on how many places the flood holds then; the 400 alone: test_refuse_before_work)
+    assert prompts and set(prompts) <= {"400", "429"}, prompts
     assert report["attack"]["attacks"]["idle"]["outcomes"].get("idle_closed", 0) > 0
     assert report["attack"]["errors"] == []
     assert result.returncode == 0 and report["ok"], result.stderr[-3000:]
