@@ -3,7 +3,7 @@ run behind the connection cap until it stops (`run_server`); or, when Reame cann
 every request answered with why (`hold`).
 
 NOTE: the api/server*.py modules (server.py, server_app.py, server_connections.py,
-server_errors.py) are the only ones that import sanic.
+server_errors.py) are the only ones that use sanic (imported once, in sanic_kit.py).
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 
 import structlog
-from sanic import Request, Sanic
-from sanic.response import HTTPResponse, json
 
 from reame.api.auth import is_loopback, load_api_keys
 from reame.api.errors import ApiError
+from reame.api.sanic_kit import HTTPResponse, Request, Sanic, json
 from reame.api.server_app import HIDDEN_REASON, create_app
 from reame.api.server_connections import CappedProtocol
 from reame.api.server_errors import error_response

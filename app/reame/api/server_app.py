@@ -5,7 +5,7 @@ the drain at shutdown). Everything it serves is built in calls.py, openai_format
 schemas.py.
 
 NOTE: the api/server*.py modules (server.py, server_app.py, server_connections.py,
-server_errors.py) are the only ones that import sanic.
+server_errors.py) are the only ones that use sanic (imported once, in sanic_kit.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,6 @@ from uuid import uuid4
 
 import structlog
 from pydantic import ValidationError
-from sanic import Request, Sanic
-from sanic.exceptions import BadRequest
-from sanic.response import HTTPResponse, json, raw
 
 from reame import metrics
 from reame.api import openapi
@@ -34,6 +31,7 @@ from reame.api.chat_turn import ThinkingDefaults
 from reame.api.errors import ApiError, from_validation_error
 from reame.api.heartbeat import with_heartbeats
 from reame.api.request_checks import check_text, is_text
+from reame.api.sanic_kit import BadRequest, HTTPResponse, Request, Sanic, json, raw
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.api.served import Served
 from reame.api.server_errors import error_response, to_api_error

@@ -2,7 +2,7 @@
 small send buffer, and a body still coming in held to the request timeout.
 
 NOTE: the api/server*.py modules (server.py, server_app.py, server_connections.py,
-server_errors.py) are the only ones that import sanic.
+server_errors.py) are the only ones that use sanic (imported once, in sanic_kit.py).
 """
 
 from __future__ import annotations
@@ -11,11 +11,8 @@ import asyncio
 import socket
 import time
 
-from sanic.exceptions import RequestTimeout
-from sanic.http import Stage
-from sanic.server.protocols.http_protocol import HttpProtocol
-
 from reame import metrics
+from reame.api.sanic_kit import HttpProtocol, RequestTimeout, Stage
 
 CLOSE_AFTER_408_SECONDS = 1.0
 SEND_BUFFER_BYTES = 64 * 1024  # a few seconds of any stream's tokens

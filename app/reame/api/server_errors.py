@@ -3,7 +3,7 @@ with: the engine's refusals and failures, Sanic's own errors (each keeping its s
 500 for anything unexpected (logged).
 
 NOTE: the api/server*.py modules (server.py, server_app.py, server_connections.py,
-server_errors.py) are the only ones that import sanic.
+server_errors.py) are the only ones that use sanic (imported once, in sanic_kit.py).
 """
 
 from __future__ import annotations
@@ -11,10 +11,16 @@ from __future__ import annotations
 import re
 
 import structlog
-from sanic.exceptions import MethodNotAllowed, NotFound, PayloadTooLarge, SanicException
-from sanic.response import HTTPResponse, json
 
 from reame.api.errors import ApiError
+from reame.api.sanic_kit import (
+    HTTPResponse,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    SanicException,
+    json,
+)
 from reame.errors import EngineBusyError, EngineFailedError, InvalidRequestError
 
 log = structlog.get_logger("reame.api")

@@ -1,7 +1,7 @@
 """llama.cpp's process-wide side: the backend loaded once (with the best CPU variant of a
 portable build), its log routed to structlog, and what this build and this CPU offer.
 
-NOTE: one of the reame.llama modules, the only ones that import llama_cpp.
+NOTE: llama_cpp comes from reame.llama.binding, its one import.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-import llama_cpp as lc
 import structlog
+
+from reame.llama.binding import lc
 
 log = structlog.get_logger("reame.llama")
 

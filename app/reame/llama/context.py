@@ -1,7 +1,7 @@
 """One llama context: a KV cache for several sequences (its shape), one batch decoded at a
 time, and the sequences' states saved, loaded, copied and cut.
 
-NOTE: one of the reame.llama modules, the only ones that import llama_cpp.
+NOTE: llama_cpp comes from reame.llama.binding, its one import.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import ctypes
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import llama_cpp as lc
 import numpy as np
 
 from reame.errors import ModelLoadError
+from reame.llama.binding import lc
 from reame.llama.model import Model
 
 

@@ -1,7 +1,7 @@
 """A loaded GGUF model (weights mmapped) and its vocabulary: tokens to text and back, its
 metadata, what its memory can be cut back to.
 
-NOTE: one of the reame.llama modules, the only ones that import llama_cpp.
+NOTE: llama_cpp comes from reame.llama.binding, its one import.
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ import ctypes
 import hashlib
 from pathlib import Path
 
-import llama_cpp as lc
-
 from reame.errors import ModelLoadError
 from reame.llama.backend import cpu_extra_buffers, init_backend, load_model_file
+from reame.llama.binding import lc
 
 
 class Model:

@@ -1,6 +1,6 @@
 """llama.cpp's own quantizer (what `llama-quantize` runs), in process.
 
-NOTE: one of the reame.llama modules, the only ones that import llama_cpp.
+NOTE: llama_cpp comes from reame.llama.binding, its one import.
 """
 
 from __future__ import annotations
@@ -8,10 +8,9 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-import llama_cpp as lc
-
 from reame.errors import ModelLoadError
 from reame.llama.backend import init_backend
+from reame.llama.binding import lc
 
 QUANT_TYPES = {"Q4_K_M": lc.LLAMA_FTYPE_MOSTLY_Q4_K_M, "Q8_0": lc.LLAMA_FTYPE_MOSTLY_Q8_0}
 
