@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 
 from reame import metrics
@@ -132,7 +131,7 @@ class ReuseIndex:
             held,
             request.session,
             request.cold_cuts,
-            seq.own_cuts,
+            seq.snapshots_due,
             seq.num_prompt,
             self._budget,
         )
@@ -174,9 +173,3 @@ class ReuseIndex:
 
     def is_locked(self, slot: int) -> bool:
         return self._locks[slot] > 0
-
-    def holds(self, slot: int) -> bool:
-        return slot in self._resident
-
-    def resident_slots(self) -> Seq[int]:
-        return list(self._resident)

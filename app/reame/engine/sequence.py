@@ -196,15 +196,10 @@ class Sequence:
         return early or []
 
     @property
-    def own_cuts(self) -> list[int]:
-        """Where its prompt's chunks will end from here (engine/exact_reuse.py)."""
-        return list(self.snapshots_due)
-
-    @property
     def next_stop(self) -> int:
-        """Where the next prompt chunk must stop, so a snapshot sees exactly that prefix or a
-        stop is kept; 0: nowhere."""
-        return next((p for p in self.own_cuts if p > self.num_computed), 0)
+        """Where the next prompt chunk must stop, so a snapshot sees exactly that prefix; 0:
+        nowhere."""
+        return next((p for p in self.snapshots_due if p > self.num_computed), 0)
 
     @property
     def num_prompt(self) -> int:
