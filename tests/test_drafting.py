@@ -126,3 +126,19 @@ def test_the_context_lookup_never_indexes_drafts_it_was_asked_to_continue() -> N
     assert lookup.continue_after(history, [7, 7], 4) == []
     assert lookup.propose(history, 4) == [3, 4, 1, 2]
     assert lookup.propose([*history, 7, 7, 9], 4) == []  # the drafts [7, 7] were not kept
+
+
+def test_no_draft_reaches_the_position_where_runs_stop_rounding_as_single_steps() -> None:
+    """Past the position the engine's probe found (engine/exact_run.py), a verify run would round
+    otherwise than one-token steps: the run's last position stays before it, and a sequence
+    already there gets no drafts. Without the cap, the whole 16-token proposal is made."""
+    c = controller(palimpsest=0.95)
+    c.exact_until = 10
+    long = Fixed("palimpsest", list(range(10, 26)))
+    near = best_proposal(c, sequence(long, history=list(range(1, 7))), 0, 4096)
+    # the last token held (position 5) and 4 drafts (6..9) make the verify run
+    assert near is not None and len(near.tokens) == 4
+    assert best_proposal(c, sequence(long, history=list(range(1, 11))), 0, 4096) is None
+    c.exact_until = None
+    free = best_proposal(c, sequence(long, history=list(range(1, 11))), 0, 4096)
+    assert free is not None and len(free.tokens) == c.draft_length("palimpsest", 0) > 4

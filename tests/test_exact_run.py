@@ -9,7 +9,7 @@ import pytest
 
 from fake_llama import FakeContext, FakeModel
 from reame.engine.engine import Engine
-from reame.engine.exact_run import PROBE_LIMIT, longest_exact_run
+from reame.engine.exact_run import LONG_PROBE, PROBE_LIMIT, exact_until, longest_exact_run
 from reame.llama.context import ContextShape
 from reame.speculation.controller import SpecController
 from reame.speculation.kit import Speculation
@@ -19,6 +19,7 @@ SHAPE = ContextShape(num_cells=256, batch_size=32, num_sequences=2, num_threads=
 
 class RoundsOtherwise(FakeContext):
     rounds_from: int = 0  # 0: never
+    rounds_past: int = 0  # a batch of 2 or more reaching this position rounds otherwise; 0: never
 
     def decode(
         self,
@@ -28,7 +29,8 @@ class RoundsOtherwise(FakeContext):
         wants_logits: Sequence[bool],
     ) -> None:
         super().decode(tokens, positions, seq_ids, wants_logits)
-        if self.rounds_from and len(tokens) >= self.rounds_from:
+        long = self.rounds_past and len(tokens) > 1 and max(positions) >= self.rounds_past
+        if (self.rounds_from and len(tokens) >= self.rounds_from) or long:
             for row in self._rows.values():
                 row[0] += 1e-6  # a last-bit difference, as another summation order gives
 
@@ -54,5 +56,31 @@ def test_the_engine_keeps_drafts_within_what_the_probe_measured(
     try:
         assert controller.max_length == max_length
         assert engine.exact_run == (rounds_from - 1 if rounds_from else PROBE_LIMIT)
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("can_cut", [True, False])
+@pytest.mark.parametrize("rounds_past", [256, 100, 300, 5, 0])
+def test_the_probe_finds_where_a_long_context_stops_rounding_as_single_steps(
+    rounds_past: int, can_cut: bool
+) -> None:
+    """As llama.cpp's f16 attention past 256 cells: found by bisection (from the start again
+    where memory cannot be cut), the first position a run may not reach; None past the probe."""
+    context = RoundsOtherwise(SHAPE, can_cut=can_cut)
+    context.rounds_past = rounds_past
+    found = exact_until(context, 200 if rounds_past != 300 else 250, seq_id=1)
+    assert found == (rounds_past if rounds_past and rounds_past <= 200 else None)
+    assert context.kv[1] == []
+
+
+def test_the_engine_keeps_drafts_before_where_runs_stop_being_exact() -> None:
+    context = RoundsOtherwise(ContextShape(2048, 64, 2, 1), can_cut=True)
+    context.rounds_past = 256
+    controller = SpecController(mode="on", max_length=32)
+    engine = Engine(FakeModel(), context, 1024, speculation=Speculation(controller))  # type: ignore[arg-type]
+    engine.start()
+    try:
+        assert controller.exact_until == 256 and LONG_PROBE > 256
     finally:
         engine.close()

@@ -1,4 +1,6 @@
-"""kv_type = "q8_0": greedy output stays the same with drafts past 256 tokens of context."""
+"""Greedy output stays the same with drafts past 256 tokens of context: with kv_type = "q8_0"
+the drafts are verified there; with f16 the engine's probe finds where verify runs stop rounding
+as one-token steps, and no draft goes past it."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ def test_q8_0_kv_keeps_greedy_output_identical_with_drafts_on_a_long_context(
     settings = small_settings(smollm2_path, prefix_cache=False, palimpsest=False, kv_type="q8_0")
     with Runtime(settings) as runtime:
         assert "kv q8_0/q8_0" in runtime.context.kv_layout
+        assert runtime.speculation.controller.exact_until is None
         service = runtime.service
         ask = f"{DOCUMENT}\n\nSummarize this text in a numbered list of five points."
         prompt = service.chat.prompt([{"role": "user", "content": ask}])
@@ -45,3 +48,25 @@ def test_q8_0_kv_keeps_greedy_output_identical_with_drafts_on_a_long_context(
         assert drafted_tokens() > drafted  # the drafts were verified in batches
         assert on[0] == off[0]
         assert len(off[0]) > 40
+
+
+def test_f16_kv_drafts_no_token_past_where_runs_round_otherwise(smollm2_path: Path) -> None:
+    """Without the limit, the same prompt had its drafts verified in batches (f16 attention
+    splits a lone decode past 256 cells), and a greedy answer could change with them."""
+    settings = small_settings(smollm2_path, prefix_cache=False, palimpsest=False)
+    with Runtime(settings) as runtime:
+        assert "kv f16/f16" in runtime.context.kv_layout
+        assert runtime.speculation.controller.exact_until == 256
+        service = runtime.service
+        ask = f"{DOCUMENT}\n\nSummarize this text in a numbered list of five points."
+        prompt = service.chat.prompt([{"role": "user", "content": ask}])
+        assert len(prompt) > 256
+        drafted = drafted_tokens()
+        off = service.generate(
+            prompt, service.sampling(temperature=0, max_tokens=96, speculation="off")
+        )
+        on = service.generate(
+            prompt, service.sampling(temperature=0, max_tokens=96, speculation="on")
+        )
+        assert drafted_tokens() == drafted
+        assert on[0] == off[0] and len(off[0]) > 40

@@ -232,7 +232,9 @@ def test_after_a_restart_the_snapshots_on_disk_are_in_ram_before_the_first_reque
     with Runtime(settings) as runtime:
         conversation(runtime, "before")
         stored = len(runtime.cache.ram)
-    assert stored >= 2
+    # NOTE: each turn's state holds the turns before it: RAM keeps the longest, the disk all of
+    # them, and preload does not read what a state it loaded serves
+    assert 1 <= stored < len(list(tmp_path.rglob("*.kvs")))
     preloaded = metrics.REGISTRY.get_sample_value("reame_prefix_cache_preloaded_total") or 0.0
     with Runtime(small_settings(smollm2_path, spec="off", state_dir=tmp_path)) as runtime:
         runtime.preload.wait(60)

@@ -67,7 +67,8 @@ class Settings(BaseSettings):
     kv_type: Literal["f16", "q8_0"] = Field(
         "f16",
         description="KV cache type: q8_0 keeps greedy output identical whatever shares a batch "
-        "(speculation, other requests) at any length, at half the KV memory and slower prefill",
+        "(speculation, other requests) at any length, at half the KV memory and slower prefill; "
+        "with f16 no draft goes past 256 tokens of context",
     )
 
     host: str = Field("127.0.0.1", description="where `reame serve` listens")

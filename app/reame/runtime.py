@@ -118,7 +118,7 @@ def fingerprint(settings: Settings, model_path: Path, kv_layout: str) -> Fingerp
 
 
 def prefix_cache(
-    settings: Settings, fingerprint: Fingerprint, shared: SharedStore | None
+    settings: Settings, fingerprint: Fingerprint, shared: SharedStore | None, can_cut: bool
 ) -> PrefixCache | None:
     if not settings.prefix_cache:
         return None
@@ -129,6 +129,7 @@ def prefix_cache(
         compression_level=settings.prefix_cache_compression,
         min_tokens=settings.prefix_cache_min_tokens,
         max_snapshots=settings.prefix_cache_max_snapshots,
+        longer_serves_prefixes=can_cut,
     )
     return PrefixCache(config, fingerprint, shared)
 
@@ -236,7 +237,7 @@ class Runtime:
         store = controller_store(settings, self.fingerprint, self.tuned.threads, self.speculation)
         store.load(self.speculation.controller)
         self.controller_saver = PeriodicSave(store, self.speculation.controller)
-        self.cache = prefix_cache(settings, self.fingerprint, self.shared)
+        self.cache = prefix_cache(settings, self.fingerprint, self.shared, self.context.can_cut)
         sessions = SessionStore(
             settings.max_sessions,
             settings.session_memory_mb << 20,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reame.cache.private_files import make_dirs, make_private, write_atomic
+from reame.cache.snapshot_format import HEADER_START, head_size
 
 SUFFIX = ".kvs"
 STALE_PART_SECONDS = 600.0  # a .part this old belongs to a writer that died
@@ -70,6 +71,21 @@ class DiskTier:
         with contextlib.suppress(OSError):  # a read-only directory still serves its hits
             os.utime(path)
         return data
+
+    def read_head(self, path: Path) -> bytes | None:
+        """A file's header, token ids and their checksum (snapshot_format.head_size), without
+        its state; None if it cannot be read or does not say how long they are."""
+        try:
+            with path.open("rb") as f:
+                data = f.read(HEADER_START)
+                data += f.read(
+                    int.from_bytes(data[-4:], "little") if len(data) == HEADER_START else 0
+                )
+                size = head_size(data)
+                data += f.read(max(0, size - len(data)))
+        except OSError:
+            return None
+        return data if size and len(data) == size else None
 
     def write(self, path: Path, data: bytes) -> None:
         """Atomic: temp file, fsync, rename. Raises OSError (disk full, read-only...)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 import structlog
 
 from reame import metrics
+from reame.cache.disk_index import index_disk
 from reame.cache.disk_tier import DiskTier
 from reame.cache.fingerprint import Fingerprint
 from reame.cache.keys import group_chain, group_of, prefix_key
@@ -56,6 +57,9 @@ class CacheConfig:
     # threads of a 2-core machine), but never longer than this
     max_write_delay: float = 10.0
     write_quiet: float = 1.0
+    # memory that can be cut back: a state kept serves every prefix of it at its chunk ends, so
+    # the RAM states and queued writes of those prefixes are let go
+    longer_serves_prefixes: bool = False
 
 
 class PrefixCache:
@@ -81,6 +85,7 @@ class PrefixCache:
         self._foreign: set[str] = set()  # shared entries of another kind of replica
         if self.disk is not None:
             self.disk.remove_stale_parts()
+            index_disk(self.disk, self.index, self.fingerprint)
         self.writer = (
             SnapshotWriter(config, fingerprint, self.disk, shared)
             if self.disk is not None or shared is not None
@@ -125,7 +130,7 @@ class PrefixCache:
 
     def _find(self, chain: list[str], tokens: list[int]) -> Hit | None:
         lowest = group_of(self.config.min_tokens)
-        local = self._find_local(chain, tokens, lowest)
+        local = self._find_local(chain, tokens, lowest, self._in_ram_past(chain, tokens))
         floor = len(local.state.tokens) if local is not None else 0
         self._refresh_prefixes(chain, tokens, floor)
         if self.shared is None or floor == len(tokens):
@@ -153,14 +158,27 @@ class PrefixCache:
             return Hit(state, source, is_partial=True)
         return None
 
-    def _find_local(self, chain: list[str], tokens: list[int], lowest: int) -> Hit | None:
+    def _find_local(
+        self, chain: list[str], tokens: list[int], lowest: int, in_ram: int
+    ) -> Hit | None:
+        """The longest whole stored prefix, of RAM or disk; a file no longer than `in_ram` (a
+        RAM state reaches that far along `tokens`, exactly: longer) is not read."""
         for k in range(len(chain) - 1, lowest - 1, -1):
             group = chain[k]
             for source in ("ram", "disk"):
-                hit = self._find_in(source, group, chain, tokens)
+                hit = self._find_in(source, group, chain, tokens, in_ram if source == "disk" else 0)
                 if hit is not None:
                     return hit
         return None
+
+    def _in_ram_past(self, chain: list[str], tokens: list[int]) -> int:
+        """How far a RAM state that goes on past `tokens` or parts from them serves them,
+        at one of its chunk ends: the longer one that let its prefixes go (offer)."""
+        for shared in self.index.longest(chain, tokens):
+            state = self.ram.get(shared.entry.key)
+            if state is not None and state.common_length(tokens) == shared.length:
+                return max((e for e in state.known_ends if e <= shared.length), default=0)
+        return 0
 
     def _find_shared(
         self, chain: list[str], tokens: list[int], lowest: int, floor: int
@@ -263,12 +281,14 @@ class PrefixCache:
         if self.writer is not None and self.disk is not None:
             self.writer.enqueue(Write(group, length, key, state, data, to_shared=False))
 
-    def _find_in(self, source: str, group: str, chain: list[str], tokens: list[int]) -> Hit | None:
+    def _find_in(
+        self, source: str, group: str, chain: list[str], tokens: list[int], floor: int = 0
+    ) -> Hit | None:
         tier = self.ram if source == "ram" else self.disk
         if tier is None:
             return None
         for length, key in sorted(tier.entries(group), reverse=True):
-            if not self.config.min_tokens <= length <= len(tokens):
+            if not max(self.config.min_tokens, floor + 1) <= length <= len(tokens):
                 continue
             if key != prefix_key(chain, tokens, length):
                 continue
@@ -308,6 +328,11 @@ class PrefixCache:
         not check out, or would not fit. Its tokens are checked against a prompt when used."""
         if not key or self.ram.contains(key) or self.disk is None:
             return False
+        filed = self.index.tokens_of(key)
+        if filed is not None and self.config.longer_serves_prefixes:
+            tokens = list(filed)
+            if self._in_ram_past(group_chain(tokens), tokens) >= length:
+                return False  # NOTE: a longer state loaded before it serves it (offer)
         state = self._read(group, length, key)
         if state is None or len(state.tokens) != length:
             return False
@@ -344,24 +369,35 @@ class PrefixCache:
         group, key = chain[group_of(length)], prefix_key(chain, tokens, length)
         self.ram.put(group, key, state)
         self.index.add(key, group, chain, tokens)
-        self._refresh_prefixes(chain, tokens, length)
-        self._publish_ram()
+        covered = self._refresh_prefixes(chain, tokens, length)
+        if self.config.longer_serves_prefixes and self.ram.contains(key):
+            # NOTE: a prompt's snapshots and its answer's final state are prefixes of each
+            # other: kept all, they held 3 copies of its KV, and RAM let go of the states of
+            # a client that sent questions back to back 3 times as soon (their files stay)
+            ends = set(state.known_ends)
+            for stored, old in covered:
+                if stored in ends:
+                    self.ram.discard(old)
         if self.writer is not None:
             blocks = tuple(chain[group_of(self.config.min_tokens) : group_of(length)])
             self.writer.enqueue(Write(group, length, key, state, blocks=blocks))
+        self._publish_ram()
 
-    def _refresh_prefixes(self, chain: list[str], tokens: list[int], length: int) -> None:
-        """The RAM states that are shorter prefixes of tokens[:length], marked as used after
-        it, the shortest last (ram_tier.py says why)."""
+    def _refresh_prefixes(
+        self, chain: list[str], tokens: list[int], length: int
+    ) -> list[tuple[int, str]]:
+        """The RAM states that are shorter prefixes of tokens[:length] (length, key), marked as
+        used after it, the shortest last (ram_tier.py says why)."""
         lowest = group_of(self.config.min_tokens)
         found = [
-            key
+            (stored, key)
             for k in range(group_of(length), lowest - 1, -1)
             for stored, key in sorted(self.ram.entries(chain[k]), reverse=True)
             if stored < length and key == prefix_key(chain, tokens, stored)
         ]
         if found:
-            self.ram.touch(found)
+            self.ram.touch([key for _, key in found])
+        return found
 
     def _publish_ram(self) -> None:
         metrics.PREFIX_BYTES.labels("ram").set(self.ram.num_bytes)

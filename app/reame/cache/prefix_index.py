@@ -61,6 +61,12 @@ class PrefixIndex:
             while len(self._entries) > self.max_entries:
                 self._drop(next(iter(self._entries)))
 
+    def tokens_of(self, key: str) -> array | None:
+        """The token ids a state is filed by; None if it is not."""
+        with self._lock:
+            filed = self._entries.get(key)
+        return filed[0].tokens if filed is not None else None
+
     def discard(self, key: str) -> None:
         """Forget a state (its tier let it go, or it did not check out)."""
         with self._lock:

@@ -69,6 +69,12 @@ class RamTier:
                 self._drop(next(iter(self._items)))
                 self.evictions += 1
 
+    def discard(self, key: str) -> None:
+        """Let go of a state (a longer one kept serves it)."""
+        with self._lock:
+            if key in self._items:
+                self._drop(key)
+
     def clear(self) -> None:
         with self._lock:
             for key in list(self._items):

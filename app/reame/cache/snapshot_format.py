@@ -24,6 +24,7 @@ from reame.saved_state import SavedState
 MAGIC = b"REAMEKV\x01"
 FORMAT_VERSION = 1
 _CHECKSUM_BYTES = 16
+HEADER_START = len(MAGIC) + 4  # the header's length is the 4 bytes before it
 
 
 class SnapshotError(Exception):
@@ -74,6 +75,39 @@ def read_header(data: bytes) -> dict:
     if not isinstance(header, dict):
         raise SnapshotError("corrupt", "the header is not an object")
     return header
+
+
+def head_size(data: bytes) -> int:
+    """How many leading bytes of a file hold its header, token ids and their checksum, from its
+    first bytes (at least the header's, as read_header reads it); 0 if they do not say."""
+    try:
+        header = read_header(data)
+        num_tokens = _size(header, "num_tokens")
+    except (SnapshotError, ValueError):
+        return 0
+    size = int.from_bytes(data[len(MAGIC) : len(MAGIC) + 4], "little")
+    return len(MAGIC) + 4 + size + 4 * num_tokens + _CHECKSUM_BYTES
+
+
+def read_tokens(head: bytes, fingerprint: str | Fingerprint) -> tuple[int, ...]:
+    """The token ids of a file from its head alone (head_size bytes), checked against their
+    checksum and the fingerprint: what the prefix index files it by, before any state is read
+    (which decode checks whole when it is used). Raises SnapshotError."""
+    header = read_header(head)
+    start = len(MAGIC) + 4 + int.from_bytes(head[len(MAGIC) : len(MAGIC) + 4], "little")
+    try:
+        tokens_end = start + 4 * _size(header, "num_tokens")
+    except ValueError as exc:
+        raise SnapshotError("corrupt", f"header lacks sizes: {exc}") from exc
+    if len(head) != tokens_end + _CHECKSUM_BYTES:
+        raise SnapshotError("corrupt", "the head is cut short")
+    if _checksum(head[:tokens_end]) != head[tokens_end:]:
+        raise SnapshotError("corrupt", "checksum mismatch")
+    if header.get("version") != FORMAT_VERSION or header.get("fingerprint") != _key(fingerprint):
+        raise SnapshotError("fingerprint", "another version, model, build or KV layout")
+    tokens = array("i")
+    tokens.frombytes(head[start:tokens_end])
+    return tuple(tokens)
 
 
 def _key(fingerprint: str | Fingerprint) -> str:

@@ -60,6 +60,8 @@ def best_proposal(
     come back."""
     params = seq.request.params
     room = min(context_length - len(seq.tokens) - 1, params.max_tokens - seq.num_generated - 1)
+    if controller.exact_until is not None:  # the run's last position stays before it
+        room = min(room, controller.exact_until - len(seq.tokens))
     found: list[Proposal] = []
     lengths: dict[str, int] = {}
     own = seq.draft_stats

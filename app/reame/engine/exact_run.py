@@ -6,6 +6,12 @@ machine: on an Intel Sapphire Rapids VM a batch of up to 7 tokens of a synthetic
 was bit-identical to one-token steps, on an AMD EPYC VM only up to 3 (its Qwen2.5 7B too:
 logits 0.59 apart at 4). A verify run longer than that can change greedy output (a near tie
 decided by rounding), so the engine keeps verify runs within what this probe measured.
+
+The path also depends on how long the context is: with f16 K/V, llama.cpp's CPU flash attention
+computes a lone one-token decode by splitting the KV across threads once the cache passes 256
+cells, and a batch of queries otherwise (SmolLM2 here: a run of 2 is exact up to position 255,
+none past it). So the probe also finds, by bisection up to LONG_PROBE tokens, the first position
+a verify run may not reach; no draft goes past it (a q8_0 cache takes no such path: no limit).
 """
 
 from __future__ import annotations
@@ -19,6 +25,12 @@ from reame.engine.kv_context import KVContext
 from reame.speculation.controller import SpecController
 
 PROBE_LIMIT = 8  # the longest run measured; beyond it the drafters' own limits apply
+# NOTE: past the 256 cells where llama.cpp (this version) moves a lone f16 decode to its split
+# path; a longer probe would cost a large model seconds of prefill at every start
+LONG_PROBE = 320
+# NOTE: where that happens here: tried first, it leaves the bisection two steps (a decode of a
+# large model is a large part of a second)
+LIKELY_UNTIL = 256
 # what the probe feeds the model: any ids every vocabulary has (the kernels' paths depend on
 # the batch's shape, not on which tokens are in it)
 _PROBE_PROMPT = [2, 3, 4]
@@ -27,7 +39,8 @@ log = structlog.get_logger("reame.engine")
 
 
 def cap_verify_runs(context: KVContext, controller: SpecController) -> int:
-    """Measure the longest exact run here and keep the controller's drafts within it."""
+    """Measure the longest exact run here, and how far into a context a run stays exact, and
+    keep the controller's drafts within both."""
     exact_run = longest_exact_run(context, _PROBE_PROMPT, _PROBE_RUN)
     if exact_run < PROBE_LIMIT:
         controller.max_length = min(controller.max_length, exact_run - 1)
@@ -36,6 +49,10 @@ def cap_verify_runs(context: KVContext, controller: SpecController) -> int:
             max_run=exact_run,
             max_drafts=controller.max_length,
         )
+    per_sequence = context.shape.num_cells // context.shape.num_sequences
+    if exact_run > 1 and (until := exact_until(context, min(LONG_PROBE, per_sequence - 2))):
+        controller.exact_until = until
+        log.info("no drafts past a position: runs there round otherwise here", position=until)
     return exact_run
 
 
@@ -63,6 +80,60 @@ def longest_exact_run(
     finally:
         context.clear(seq_id)
     return exact
+
+
+def exact_until(context: KVContext, length: int, seq_id: int = 0) -> int | None:
+    """The first position a batch of a sequence's tokens may not reach and still give the
+    logits one-token steps give: bisected over contexts up to `length` tokens, on runs of two
+    (a longer run within it rounds alike, as the short probe measured); None if a run of two
+    after `length` tokens is exact. Assumes that once a context is long enough to round
+    otherwise, every longer one does. Uses sequence `seq_id` and empties it."""
+    prompt = [10 + (7 * i) % 40 for i in range(length)]  # any ids every vocabulary has
+    context.clear(seq_id)
+    try:
+        held = _hold(context, prompt, 0, length, seq_id)
+        if _pair_exact(context, prompt, length, seq_id):
+            return None
+        exact, inexact = len(_PROBE_PROMPT), length
+        guesses = [g for g in (LIKELY_UNTIL - 1, LIKELY_UNTIL - 2) if exact < g < inexact]
+        while inexact - exact > 1:
+            middle = guesses.pop(0) if guesses else (exact + inexact) // 2
+            held = _hold(context, prompt, held, middle, seq_id)
+            if _pair_exact(context, prompt, middle, seq_id):
+                exact = middle
+            else:
+                inexact = middle
+        return inexact + 1
+    finally:
+        context.clear(seq_id)
+
+
+def _pair_exact(context: KVContext, prompt: Sequence[int], at: int, seq_id: int) -> bool:
+    """Whether two tokens after prompt[:at] (which the sequence holds) give, computed together,
+    the logits they give one at a time; the sequence holds prompt[:at] again after it."""
+    alone = []
+    for i, token in enumerate(_PROBE_RUN[:2]):
+        context.decode([token], [at + i], [seq_id], [True])
+        alone.append(np.array(context.logits(0), copy=True))
+    _hold(context, prompt, at + 2, at, seq_id)
+    context.decode(_PROBE_RUN[:2], [at, at + 1], [seq_id] * 2, [True, True])
+    exact = all(np.array_equal(context.logits(j), alone[j]) for j in range(2))
+    _hold(context, prompt, at + 2, at, seq_id)
+    return exact
+
+
+def _hold(context: KVContext, prompt: Sequence[int], held: int, want: int, seq_id: int) -> int:
+    """Make the sequence hold prompt[:want]: cut back to it (what it holds past `want` may be
+    anything), or computed on from prompt[:held] in batches the context takes; from the start
+    where its memory cannot be cut."""
+    if want < held and not context.remove(seq_id, want):
+        context.clear(seq_id)
+        held = 0
+    step = context.shape.batch_size
+    for at in range(min(held, want), want, step):
+        n = min(step, want - at)
+        context.decode(prompt[at : at + n], list(range(at, at + n)), [seq_id] * n, [False] * n)
+    return want
 
 
 def _start(context: KVContext, prompt: Sequence[int], seq_id: int) -> None:

@@ -93,6 +93,9 @@ class DrafterStats:
 class SpecController:
     mode: str = "auto"  # auto | on | off
     max_length: int = 32
+    # the first position a verify run may not reach and stay exact (engine/exact_run.py); None:
+    # any
+    exact_until: int | None = None
     step_seconds: dict[int, float] = field(default_factory=dict)
     drafters: dict[str, DrafterStats] = field(default_factory=dict)
     # memory that cannot be cut back (recurrent layers): each verify run is checkpointed
