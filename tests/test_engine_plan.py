@@ -30,12 +30,12 @@ class Parts:
         self.finished = 0
         self.update = Update(
             FakeModel(),  # type: ignore[arg-type]
-            self.context,
+            self.scheduler.moves,
             self.scheduler,
             self._left,
             self.spec,
         )
-        self.runner = Runner(self.context)
+        self.runner = Runner(self.scheduler.moves)
 
     def _left(self) -> None:
         self.finished += 1
@@ -53,7 +53,9 @@ class Parts:
         self.update.admitted(self.scheduler.admit(0.0))
         plan = self.scheduler.schedule()
         if plan:
-            self.update.apply(plan, self.runner.run(plan))
+            output = self.runner.run(plan)
+            assert output is not None  # no move failed
+            self.update.apply(plan, output)
         out, self.update.out = self.update.out, Outbox()
         return out
 
@@ -124,6 +126,8 @@ def test_drafts_are_scheduled_apart_from_the_tokens_and_a_wrong_one_is_rolled_ba
     parts.update.apply(plan, parts.runner.run(plan))
     # the right draft and the model's own token after it are kept; the wrong draft is not
     assert seq.tokens == [*prompt, *reference(prompt, 3)] and seq.drafts == []
+    # the refused draft's cell is cut as a move, done before the next batch (or read)
+    parts.scheduler.moves.do()
     assert parts.context.kv[seq.slot] == seq.tokens[: seq.num_computed]
     assert seq.num_computed == len(seq.tokens) - 1
 

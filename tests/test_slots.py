@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reame.detokenize import TextStream
+from reame.engine.kv_moves import KVMoves
 from reame.engine.request import GenerationRequest
 from reame.engine.reuse_index import ReuseIndex
 from reame.engine.sequence import Sequence
@@ -59,12 +60,22 @@ def sequence(
 
 
 def slots_on(context: UncuttableContext, keeps_prompts: bool) -> Slots:
-    return Slots(context, keeps_prompts, ReuseIndex(context.can_cut, 512))  # type: ignore[arg-type]
+    moves = KVMoves(context)  # type: ignore[arg-type]
+    return Slots(moves, keeps_prompts, ReuseIndex(context.can_cut, 512))
 
 
 def place(slots: Slots, seq: Sequence) -> None:
-    """Admission: the one match, then the slot it names."""
+    """Admission: the one match, then the slot it names; the moves it queued done (as the
+    runner does before the next batch), none of them failing."""
     slots.place(seq, slots.reuse.match(seq))
+    slots.moves.do()
+    assert not slots.moves.take_lost()
+
+
+def release(slots: Slots, seq: Sequence) -> None:
+    slots.release(seq, keep_prompt=True)
+    slots.moves.do()
+    assert not slots.moves.take_lost()
 
 
 def test_a_resident_prompt_that_cannot_be_cut_is_computed_again_not_reused() -> None:
@@ -75,7 +86,7 @@ def test_a_resident_prompt_that_cannot_be_cut_is_computed_again_not_reused() -> 
     context.held[first.slot] = 80 + 5  # its prompt and an answer of 5 tokens
     first.chunk_ends = [80]
     first.tokens.extend([1, 2, 3, 4, 5])
-    slots.release(first, keep_prompt=True)  # the answer cannot be cut off: nothing kept
+    release(slots, first)  # the answer cannot be cut off: nothing kept
     assert context.held == {0: 0}
     second = sequence(list(range(80)) + [7])
     place(slots, second)
@@ -123,7 +134,7 @@ def test_a_resident_reused_short_of_a_snapshot_point_drops_that_point() -> None:
     held_slot = first.slot
     context.held[held_slot] = 684
     first.chunk_ends, first.chunks = [512, 684], [(0, 512), (512, 684)]
-    slots.release(first, keep_prompt=True)
+    release(slots, first)
     second = sequence(list(range(490)) + list(range(1000, 1195)), cold_cuts=(512, 685))
     second.snapshots_due = [512, 685]
     place(slots, second)

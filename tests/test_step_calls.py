@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from reame.engine.kv_moves import KVMoves
 from reame.engine.runner import Runner
 from reame.engine.step_plan import Part, StepPlan
 from reame.llama.context import Context, ContextShape
@@ -44,7 +45,7 @@ def test_a_prompt_chunk_beside_another_sequences_decode_token_gets_its_logits_al
             chunk = PREFIX[start : start + 128]
             context.decode(chunk, list(range(start, start + len(chunk))), [slot] * len(chunk),
                            [False] * len(chunk))  # fmt: skip
-    runner = Runner(context)
+    runner = Runner(KVMoves(context))  # type: ignore[arg-type]
     chunk_alone = np.array(runner.run(StepPlan((part(1, CHUNK, 0),))).logits(63), copy=True)
     context.remove(1, n)
     token_alone = np.array(runner.run(StepPlan((part(0, (5,), 0),))).logits(0), copy=True)

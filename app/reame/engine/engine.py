@@ -87,10 +87,11 @@ class Engine:
             speculation.controller.uses_checkpoints = not context.can_cut
             if exact_runs:
                 self._probed = speculation.controller
-        self.runner = Runner(context, speculation.controller if speculation else None)
+        moves = self.scheduler.moves
+        self.runner = Runner(moves, speculation.controller if speculation else None)
         self.update = Update(
             model,
-            context,
+            moves,
             self.scheduler,
             self._left,
             speculation,
@@ -292,6 +293,7 @@ class Engine:
             self._wake_consumers()
         if not self._take_inbox(block=is_idle, timeout=wait or None):
             return None
+        scheduler.lost(scheduler.moves.take_lost())  # NOTE: a read may have done moves
         update.yield_warm()
         update.admitted(scheduler.admit(time.monotonic()))
         self._publish_counts()
@@ -300,13 +302,17 @@ class Engine:
         return scheduler.schedule()
 
     def _compute(self, plan: StepPlan) -> StepOutput | None:
-        """One llama_decode; None if it failed (its sequences ended with the error)."""
+        """The step's KV moves and its llama_decode; None if nothing was computed (a move
+        failed: its sequences start over) or the decode failed (its sequences ended with the
+        error)."""
         self._wake_consumers()
         try:
             return self.runner.run(plan)
         except DecodeError as exc:
             self.update.failed(plan, str(exc))
             return None
+        finally:
+            self.scheduler.lost(self.scheduler.moves.take_lost())
 
     def _update(self, plan: StepPlan, output: StepOutput) -> None:
         try:

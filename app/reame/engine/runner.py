@@ -1,5 +1,6 @@
-"""A StepPlan into llama batches, one llama_decode for the parts of each size; the step's time and
-size to metrics."""
+"""A step: the KV moves decided since the last one (engine/kv_moves.py), then the StepPlan as
+llama batches, one llama_decode for the parts of each size; the step's time and size to
+metrics."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from reame import metrics
 from reame.engine.kv_context import KVContext
+from reame.engine.kv_moves import KVMoves
 from reame.engine.step_plan import Logits, StepPlan
 from reame.speculation.controller import SpecController
 
@@ -22,15 +24,21 @@ class StepOutput:
 
 
 class Runner:
-    def __init__(self, context: KVContext, controller: SpecController | None = None) -> None:
-        """`controller`: told each step's size and time, to judge whether drafts pay."""
-        self.context = context
+    def __init__(self, moves: KVMoves, controller: SpecController | None = None) -> None:
+        """`moves`: the queue of KV moves it does first. `controller`: told each step's size
+        and time, to judge whether drafts pay."""
+        self.moves, self.context = moves, moves.context
         self._controller = controller
 
-    def run(self, plan: StepPlan) -> StepOutput:
-        """Compute the plan's batch. Where memory cannot be cut back, each verify run's
-        sequence is checkpointed first, so that refused drafts can be rolled back. Raises
+    def run(self, plan: StepPlan) -> StepOutput | None:
+        """Do the queued KV moves, then compute the plan's batch; None, computing nothing, if a
+        move failed on a sequence of the plan (the scheduler starts it over, moves.take_lost,
+        and plans again). Where memory cannot be cut back, each verify run's sequence is
+        checkpointed first, so that refused drafts can be rolled back. Raises
         reame.llama.context.DecodeError if llama.cpp refuses the batch."""
+        self.moves.do()
+        if self.moves.has_lost(p.seq.slot for p in plan.parts):
+            return None
         out = StepOutput(self.context.logits)
         for part in plan.parts:
             if part.start < part.seq.num_computed:  # a widened chunk: its cells are computed anew

@@ -13,6 +13,7 @@ from reame import metrics
 from reame.engine.drafting import add_drafts
 from reame.engine.fair_admission import RecentOwners, next_admitted, yielding_owners
 from reame.engine.kv_context import KVContext
+from reame.engine.kv_moves import KVMoves
 from reame.engine.reuse_index import Match, ReuseIndex
 from reame.engine.sequence import SeqState, Sequence
 from reame.engine.slots import Slots
@@ -59,7 +60,9 @@ class Scheduler:
         self.budget = context.shape.batch_size
         self.num_sequences = context.shape.num_sequences
         self.reuse = ReuseIndex(context.can_cut, self.budget)  # the one place reuse is decided
-        self.slots = Slots(context, keeps_prompts, self.reuse)
+        # what placing, freeing and the update do to the KV, queued for the runner
+        self.moves = KVMoves(context)
+        self.slots = Slots(self.moves, keeps_prompts, self.reuse)
         # the queue's first request and its match, locked until it is admitted or not first
         self._head: tuple[Sequence, Match | None] | None = None
         self._can_widen = context.can_cut
@@ -302,6 +305,20 @@ class Scheduler:
         if seq in self.warming:
             self.warming.remove(seq)
         seq.state = SeqState.FINISHED
+
+    def lost(self, slots: set[int]) -> None:
+        """Moves on these slots failed and emptied them (engine/kv_moves.py): what a free one
+        held is forgotten, and a sequence in one computes everything again."""
+        for slot in slots:
+            self.slots.lost(slot)
+        for seq in [*self.running, *self.warming]:
+            if seq.slot in slots:
+                replayed = len(seq.tokens) - 1
+                seq.emptied()
+                # NOTE: as a refused drafts' rollback: what drafting costs where cuts fail
+                metrics.SPEC_REPLAYED.inc(replayed)
+                if self._spec is not None:
+                    self._spec.controller.record_replay(replayed)
 
     def clear(self) -> None:
         self.running.clear()

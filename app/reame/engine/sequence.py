@@ -139,6 +139,13 @@ class Sequence:
         """Its KV was emptied: everything is computed again."""
         self.num_computed, self.chunk_ends, self.chunks = 0, [0], []
 
+    def emptied(self) -> None:
+        """A move on its KV failed and emptied it: everything is computed again, none of
+        it reused."""
+        self.restart()
+        self.num_cached = 0
+        self.propose([])  # NOTE: drafts proposed for a step that did not run
+
     def forked_from(self, num_computed: int, chunk_ends: Seq[int]) -> None:
         """Its KV is a copy of its group's prompt (none of it computed for this one)."""
         self.num_computed, self.num_cached = num_computed, self.num_prompt

@@ -10,7 +10,7 @@ import numpy as np
 import structlog
 
 from reame import metrics
-from reame.engine.kv_context import KVContext
+from reame.engine.kv_moves import Copy, Cut, Empty, KVMoves, Restore, Rollback
 from reame.engine.outbox import Kept, Outbox
 from reame.engine.request import Finish, FinishEvent
 from reame.engine.runner import StepOutput
@@ -31,7 +31,7 @@ class Update:
     def __init__(
         self,
         model: Model,
-        context: KVContext,
+        moves: KVMoves,
         scheduler: Scheduler,
         on_finished: Callable[[], None],
         speculation: Speculation | None = None,
@@ -42,7 +42,9 @@ class Update:
         """`on_finished`: called as each request ends, before its finish event goes out.
         `forced_runs`: the tokens a grammar forces go into one step together (else one a
         step, as a sampled token would)."""
-        self.model, self.context, self.scheduler = model, context, scheduler
+        # NOTE: what it does to the KV is queued (the runner does it before the next batch or
+        # read), decided here: its reads see it done
+        self.model, self.moves, self.scheduler = model, moves, scheduler
         self.context_length = scheduler.context_length
         self._on_finished = on_finished
         self._spec = speculation
@@ -166,7 +168,9 @@ class Update:
         # NOTE: at least the last token stays to compute, whose logits pick the next (a run
         # cut at a thought's end leaves a kept draft last)
         seq.computed_to(min(computed, len(seq.tokens) - 1))
-        if not self.context.remove(seq.slot, seq.num_computed):
+        if seq.num_computed < part.end and self.moves.can_cut:
+            self.moves.add(Cut(seq.slot, seq.num_computed))
+        elif seq.num_computed < part.end:
             self._roll_back(seq, part.start, output.checkpoints.get(seq.slot))
         if reason is not None:
             self.finish(seq, reason)
@@ -177,10 +181,11 @@ class Update:
         the next step (a replay); without one, the sequence is computed again from its first
         token. Never does it go on from a wrong state."""
         replayed = seq.num_computed - start
-        if checkpoint is not None and self.context.rollback(seq.slot, checkpoint, start):
+        if checkpoint is not None:
+            self.moves.add(Rollback(seq.slot, checkpoint, start))
             seq.computed_to(start)
         else:
-            self.context.clear(seq.slot)
+            self.moves.add(Empty(seq.slot))
             seq.restart()
             replayed = len(seq.tokens) - 1
         metrics.SPEC_REPLAYED.inc(replayed)
@@ -213,8 +218,9 @@ class Update:
         taken = [s for s in self._snapshots_due if only is None or s is only]
         self._snapshots_due = [s for s in self._snapshots_due if not any(s is t for t in taken)]
         for seq in taken:
-            state = seq.saved(self.context.save_state(seq.slot))
-            self.out.states.append(Kept(state, seq.request.scope))
+            data = self.moves.read(seq.slot)
+            if data is not None:
+                self.out.states.append(Kept(seq.saved(data), seq.request.scope))
 
     def _fork(self, leader: Sequence, logits: np.ndarray) -> None:
         """The leader's prompt is in its KV: each candidate gets a copy of it and samples its
@@ -225,17 +231,16 @@ class Update:
         forks = [s for s in forks if not s.is_aborted]
         if late := [s for s in forks if s.slot < 0]:
             forks = [s for s in forks if s.slot >= 0]
-            state = self.context.save_state(leader.slot)
+            state = self.moves.read(leader.slot)
             kept = logits.copy()
             for seq in late:
+                if state is None:  # NOTE: the leader's own KV was lost: it starts over
+                    self.finish(seq, Finish.ERROR, error="the prompt's state was lost")
+                    continue
                 ends = tuple(leader.chunk_ends)
                 self.scheduler.wait_for_slot(LateFork(seq, state, kept, leader.num_computed, ends))
-        try:
-            self.context.copy(leader.slot, [s.slot for s in forks])
-        except RuntimeError as exc:
-            for seq in forks:
-                self.finish(seq, Finish.ERROR, error=str(exc))
-            return
+        if forks:
+            self.moves.add(Copy(leader.slot, tuple(s.slot for s in forks)))
         for seq in forks:
             seq.forked_from(leader.num_computed, leader.chunk_ends)
             self.scheduler.start(seq)
@@ -244,9 +249,7 @@ class Update:
     def _start_late(self, late: LateFork) -> None:
         """A candidate given a free sequence: the prompt's state, then its first token."""
         seq = late.seq
-        if not self.context.load_state(seq.slot, late.state):
-            self.finish(seq, Finish.ERROR, error="the prompt's state could not be restored")
-            return
+        self.moves.add(Restore(seq.slot, late.state))
         seq.forked_from(late.num_computed, late.chunk_ends)
         try:
             self._advance(seq, late.logits)
@@ -343,8 +346,9 @@ class Update:
         starts alike. `counted`: in the warm-ahead metrics (not an answer with nothing to
         warm)."""
         is_done = seq.num_computed == len(seq.tokens)
-        state = seq.saved(self.context.save_state(seq.slot))
-        self.out.states.append(Kept(state, seq.request.scope, True, seq.num_cached))
+        data = self.moves.read(seq.slot)
+        if data is not None:
+            self.out.states.append(Kept(seq.saved(data), seq.request.scope, True, seq.num_cached))
         if counted:
             metrics.WARM_AHEAD.labels("kept" if is_done else "yielded").inc()
         seq.warmed()
