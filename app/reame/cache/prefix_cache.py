@@ -20,6 +20,7 @@ from reame.cache.fingerprint import Fingerprint
 from reame.cache.keys import group_chain, group_of, prefix_key
 from reame.cache.prefix_index import PrefixIndex
 from reame.cache.ram_tier import RamTier
+from reame.cache.shared_fetch import Fetched, SharedFetch
 from reame.cache.shared_store import SharedStore
 from reame.cache.snapshot_format import SnapshotError, decode
 from reame.cache.snapshot_policy import SnapshotPolicy
@@ -27,9 +28,6 @@ from reame.cache.snapshot_writer import SnapshotWriter, Write
 from reame.saved_state import SavedState
 
 log = structlog.get_logger("reame.cache")
-
-MAX_FOREIGN = 4096
-MAX_PARTIAL_FETCHES = 2  # shared states fetched a lookup by the longest common prefix, at most
 
 
 @dataclass(slots=True, frozen=True)
@@ -82,7 +80,9 @@ class PrefixCache:
         )
         self._tokens = {"reused": 0, "computed": 0}
         self._ram_evictions_seen = 0
-        self._foreign: set[str] = set()  # shared entries of another kind of replica
+        self.fetch = (
+            SharedFetch(shared, fingerprint, config.min_tokens) if shared is not None else None
+        )
         if self.disk is not None:
             self.disk.remove_stale_parts()
             index_disk(self.disk, self.index, self.fingerprint)
@@ -183,103 +183,37 @@ class PrefixCache:
     def _find_shared(
         self, chain: list[str], tokens: list[int], lowest: int, floor: int
     ) -> Hit | None:
-        """A prefix longer than `floor` from the shared tier: every group from `lowest` up is
-        listed in one round trip, then the longest that checks out is fetched, checked like a
-        disk file, and kept locally (RAM now, disk by the writer)."""
-        assert self.shared is not None
-        groups = chain[lowest:]
-        found = sorted(
-            (
-                (length, key, group)
-                for group, entries in zip(groups, self.shared.entries(groups), strict=True)
-                for length, key in entries
-                if max(floor + 1, self.config.min_tokens) <= length <= len(tokens)
-                and key not in self._foreign
-                and key == prefix_key(chain, tokens, length)
-            ),
-            reverse=True,
-        )
-        for length, key, group in found:
-            fetched = self._fetch_shared(group, length, key)
-            if fetched is None:
-                continue
-            state, data = fetched
-            if list(state.tokens) != tokens[:length]:
-                metrics.PREFIX_REJECTED.labels("tokens").inc()
-                self.shared.forget(group, length, key)  # its key names other tokens: no one's
-                continue
-            self._keep_fetched(group, length, key, state, data, chain)
-            return Hit(state, "shared")
-        return None
+        """A prefix longer than `floor` from the shared tier, kept locally (RAM now, disk by the
+        writer)."""
+        assert self.fetch is not None
+        found = self.fetch.whole(chain, tokens, lowest, floor)
+        if found is None:
+            return None
+        self._keep_fetched(found, chain)
+        return Hit(found.state, "shared")
 
     def _find_shared_partial(
         self, chain: list[str], tokens: list[int], scope: str, floor: int
     ) -> Hit | None:
         """A state of the shared tier that shares more than `floor` tokens with `tokens` and
-        then goes on otherwise: listed under the deepest of the prompt's blocks it goes on past
-        (SharedStore.branches), fetched and checked like a whole prefix, kept locally. At
-        most MAX_PARTIAL_FETCHES fetched: each is a whole state."""
-        assert self.shared is not None
+        then goes on otherwise, kept locally."""
+        assert self.fetch is not None
         lowest = max(group_of(self.config.min_tokens), group_of(floor))
-        listed = self.shared.branches(chain[lowest:])
-        fetches = 0
-        for found in reversed(listed):
-            for group, length, key in found:
-                if length <= floor or key in self._foreign or self.ram.contains(key):
-                    continue
-                if fetches == MAX_PARTIAL_FETCHES:
-                    return None
-                fetches += 1
-                fetched = self._fetch_shared(group, length, key)
-                if fetched is None:
-                    continue
-                state, data = fetched
-                own = group_chain(state.tokens, scope)
-                if (
-                    len(state.tokens) != length
-                    or own[group_of(length)] != group
-                    or prefix_key(own, state.tokens, length) != key
-                ):
-                    metrics.PREFIX_REJECTED.labels("tokens").inc()
-                    self.shared.forget(group, length, key)  # its key names other tokens
-                    continue
-                if state.common_length(tokens) <= max(floor, self.config.min_tokens - 1):
-                    continue
-                self._keep_fetched(group, length, key, state, data, own)
-                return Hit(state, "shared", is_partial=True)
-        return None
-
-    def _fetch_shared(self, group: str, length: int, key: str) -> tuple[SavedState, bytes] | None:
-        """A shared snapshot fetched and decoded (its tokens not yet checked); None if it is
-        not there or does not check out (a corrupt one is removed, a foreign one set aside)."""
-        assert self.shared is not None
-        with metrics.PREFIX_LOAD_SECONDS.labels("shared", "fetch").time():
-            data = self.shared.get(group, length, key)
-        if data is None:  # evicted, refused or not answered: counted (and cleaned) there
+        found = self.fetch.partial(chain, tokens, scope, lowest, floor, self.ram.contains)
+        if found is None:
             return None
-        metrics.PREFIX_LOAD_BYTES.labels("shared").inc(len(data))
-        try:
-            with metrics.PREFIX_LOAD_SECONDS.labels("shared", "decode").time():
-                state = decode(data, self.fingerprint, self.shared.bound.state_bytes(length))
-        except SnapshotError as exc:
-            metrics.PREFIX_REJECTED.labels(exc.reason).inc()
-            log.warning("shared snapshot refused", key=key, reason=str(exc))
-            if exc.reason == "corrupt":  # a foreign one is its writer's; a corrupt one no one's
-                self.shared.forget(group, length, key)
-            elif len(self._foreign) < MAX_FOREIGN:  # NOTE: not fetched again, every request
-                self._foreign.add(key)
-            return None
-        return state, data
+        self._keep_fetched(found, group_chain(found.state.tokens, scope))
+        return Hit(found.state, "shared", is_partial=True)
 
-    def _keep_fetched(
-        self, group: str, length: int, key: str, state: SavedState, data: bytes, chain: list[str]
-    ) -> None:
+    def _keep_fetched(self, found: Fetched, chain: list[str]) -> None:
         """A shared state that checked out, kept locally: RAM now, disk by the writer."""
+        group, key, state = found.group, found.key, found.state
         self.ram.put(group, key, state)
         self.index.add(key, group, chain, state.tokens)
         self._publish_ram()
         if self.writer is not None and self.disk is not None:
-            self.writer.enqueue(Write(group, length, key, state, data, to_shared=False))
+            length = len(state.tokens)
+            self.writer.enqueue(Write(group, length, key, state, found.data, to_shared=False))
 
     def _find_in(
         self, source: str, group: str, chain: list[str], tokens: list[int], floor: int = 0
