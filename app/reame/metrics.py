@@ -311,6 +311,11 @@ def _known_series_at_zero() -> None:
         SHARED_ERRORS.labels(reason)
     for reason in ("mac", "size", "listing", "record", "token"):
         SHARED_REFUSED.labels(reason)
+    # NOTE: past 256 tokens of context no draft is made (engine/exact_run.py): a server's first
+    # drafts may come in one scrape interval, and rate() would not see them
+    for drafter in ("context", "palimpsest", "suggeritore"):
+        SPEC_DRAFTED.labels(drafter)
+        SPEC_ACCEPTED.labels(drafter)
 
 
 _known_series_at_zero()
