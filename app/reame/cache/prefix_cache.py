@@ -56,7 +56,7 @@ class CacheConfig:
     max_write_delay: float = 10.0
     write_quiet: float = 1.0
     # memory that can be cut back: a state kept serves every prefix of it at its chunk ends, so
-    # the RAM states and queued writes of those prefixes are let go
+    # the RAM copies of those prefixes are let go (their files are still written)
     longer_serves_prefixes: bool = False
 
 
