@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reame import metrics
+from reame.cache.keys import group_chain, group_of, prefix_key
 from reame.cache.prefix_cache import CacheConfig, PrefixCache
 from reame.saved_state import SavedState
 
@@ -74,6 +75,30 @@ def test_a_file_a_ram_state_covers_is_not_read(tmp_path: Path) -> None:
         assert hit is not None and hit.source == "ram"
     finally:
         c.close()
+
+
+def test_on_memory_that_cannot_be_cut_a_longer_ram_state_does_not_stand_for_a_file(
+    tmp_path: Path,
+) -> None:
+    """After a restart the preload reads the most recent state first: a prompt's answer, longer
+    than the prompt. Memory that cannot be cut cannot go on from it, so the prompt's own shorter
+    file must still be read (stop 43's CI: a hybrid model's restored prompt went cold)."""
+    first = cache(tmp_path, cut=False)
+    first.offer(state(PROMPT[:128], (128,)))
+    first.offer(state(PROMPT, (128, 400)))
+    first.close()
+    second = cache(tmp_path, cut=False)
+    try:
+        assert second.preload(*key_of(second, PROMPT))  # the longer state in RAM, as preloaded
+        hit = second.lookup(PROMPT[:128] + [9999] * 50)
+        assert hit is not None and len(hit.state.tokens) == 128 and hit.source == "disk"
+    finally:
+        second.close()
+
+
+def key_of(c: PrefixCache, tokens: list[int]) -> tuple[str, int, str]:
+    chain = group_chain(tokens)
+    return chain[group_of(len(tokens))], len(tokens), prefix_key(chain, tokens, len(tokens))
 
 
 def test_after_a_restart_a_disk_state_serves_a_prompt_that_shares_some_of_it(

@@ -173,7 +173,10 @@ class PrefixCache:
 
     def _in_ram_past(self, chain: list[str], tokens: list[int]) -> int:
         """How far a RAM state that goes on past `tokens` or parts from them serves them,
-        at one of its chunk ends: the longer one that let its prefixes go (offer)."""
+        at one of its chunk ends: the longer one that let its prefixes go (offer). 0 on
+        memory that cannot be cut: a request cannot go on from a longer state there."""
+        if not self.config.longer_serves_prefixes:
+            return 0
         for shared in self.index.longest(chain, tokens):
             state = self.ram.get(shared.entry.key)
             if state is not None and state.common_length(tokens) == shared.length:
@@ -263,7 +266,7 @@ class PrefixCache:
         if not key or self.ram.contains(key) or self.disk is None:
             return False
         filed = self.index.tokens_of(key)
-        if filed is not None and self.config.longer_serves_prefixes:
+        if filed is not None:
             tokens = list(filed)
             if self._in_ram_past(group_chain(tokens), tokens) >= length:
                 return False  # NOTE: a longer state loaded before it serves it (offer)
