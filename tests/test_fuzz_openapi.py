@@ -45,9 +45,15 @@ MOSTLY = st.integers(0, 3).map(lambda k: k != 3)  # 3 in 4, or more: hypothesis 
 MAX_TOKENS = 4  # NOTE: what the fuzzer asks for is cut to this: the answer is not under test
 
 
-def openai_error_shape(ctx, response, case) -> None:
-    """Every 4xx says what is wrong as OpenAI does, and no traceback."""
-    if 400 <= response.status_code < 500:
+def error_shape(ctx, response, case) -> None:
+    """Every 4xx says what is wrong as the route's API does (Anthropic's on /v1/messages,
+    else OpenAI's), and no traceback."""
+    if 400 <= response.status_code < 500 and case.path.startswith("/v1/messages"):
+        body = response.json()
+        assert set(body) == {"type", "error"} and body["type"] == "error", body
+        assert set(body["error"]) == {"type", "message"} and body["error"]["message"], body
+        assert "Traceback" not in response.text
+    elif 400 <= response.status_code < 500:
         body = response.json()
         assert isinstance(body, dict) and set(body) == {"error"}, body
         error = body["error"]
@@ -67,7 +73,7 @@ CHECKS = [
     response_schema_conformance,
     negative_data_rejection,
     ignored_auth,
-    openai_error_shape,
+    error_shape,
 ]
 
 
@@ -86,11 +92,17 @@ def server() -> Iterator[ServerProcess]:
     srv.stop()
 
 
+GENERATING = ("/v1/chat/completions", "/v1/completions", "/v1/messages")
+
+
 def bounded(case: Case, real_model: bool) -> None:
     """Short answers; and, for most cases that fit the document, the model served (a random
     name is a 404 that never reaches the engine)."""
     body = case.body
-    if not isinstance(body, dict):
+    is_positive = case.meta is not None and case.meta.generation.mode.is_positive
+    if not isinstance(body, dict) or case.path not in GENERATING:
+        if isinstance(body, dict) and is_positive and real_model and "model" in body:
+            body["model"] = MODEL
         return
     for name in ("max_tokens", "max_completion_tokens"):
         value = body.get(name)
@@ -149,7 +161,7 @@ def fuzz(operation, mode: GenerationMode, base_url: str, tally: Tally) -> None:
 def test_every_operation_keeps_to_the_document(server: ServerProcess) -> None:
     schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json", headers=AUTH)
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 9, [op.label for op in operations]
+    assert len(operations) == 14, [op.label for op in operations]
     tally = Tally("schemathesis")
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
         for operation in operations:

@@ -132,6 +132,22 @@ def test_json_object_always_parses(client: OpenAI) -> None:
             assert choice.message.content.startswith("{")
 
 
+def test_json_object_with_a_schema_follows_the_schema(client: OpenAI) -> None:
+    """llama-server's form, which instructor's JSON_SCHEMA mode sends: refused with a 400
+    ("response_format.schema") before."""
+    schema = {**Person.model_json_schema(), "additionalProperties": False}
+    for note in NOTES[:3]:
+        reply = client.chat.completions.create(
+            model=_model(client),
+            messages=[{"role": "user", "content": f"Extract the person as JSON: {note}"}],
+            response_format={"type": "json_object", "schema": schema},  # type: ignore[typeddict-unknown-key]
+            temperature=0.0,
+            max_tokens=200,
+        )
+        assert reply.choices[0].finish_reason == "stop"
+        jsonschema.validate(json.loads(reply.choices[0].message.content or ""), schema)
+
+
 @pytest.mark.parametrize(
     "tool_choice",
     ["required", {"type": "function", "function": {"name": "get_weather"}}],

@@ -36,6 +36,7 @@ class TextStream:
         self._stops = tuple(stops)
         self._pending = ""
         self._is_stopped = False
+        self.stopped_by: str | None = None  # the stop string that ended the text
         self.text = ""
 
     def push(self, piece: bytes) -> Delta:
@@ -47,10 +48,9 @@ class TextStream:
             return Delta("", True)
         self._pending += text
         if self._stops:
-            cut = min(
-                (i for i in (self._pending.find(s) for s in self._stops) if i >= 0), default=-1
-            )
-            if cut >= 0:
+            found = [(i, s) for s in self._stops if (i := self._pending.find(s)) >= 0]
+            if found:
+                cut, self.stopped_by = min(found)
                 self._is_stopped = True
                 return self._emit(self._pending[:cut], "", True)
         keep = held_back_length(self._pending, self._stops) if self._stops else 0

@@ -8,7 +8,9 @@
     the shared head of the previous one);
 (d) questions that share their first words behind the system prompt of (a): "Question N:"
     then a few words (a short shared opening), and a 120-word passage then a few words (a
-    long one), each seen once and then asked again with other words.
+    long one), each seen once and then asked again with other words;
+(e) over HTTP, against servers that answer POST /v1/warm (Reame's): a 1.5k-word document
+    warmed before its question, against a question over a document not seen before.
 
 Targets run one after another, never interleaved: each one's cache state is the point. Prompts
 are seeded, so a second invocation (after restarting the servers) sends the same ones.
@@ -17,6 +19,7 @@ are seeded, so a second invocation (after restarting the servers) sends the same
 from __future__ import annotations
 
 import statistics
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -34,8 +37,8 @@ SWEEP_ANSWER_TOKENS = 64  # enough tokens for a decode rate (speculation as the 
 COLD, WARM, RESTARTED = "cold s", "warm s", "first after restart s"
 
 
-def system_prompt() -> str:
-    return "Answer in one short sentence. " + filler_text(seed=1501, num_words=SYSTEM_WORDS)
+def system_prompt(seed: int = 1501) -> str:
+    return "Answer in one short sentence. " + filler_text(seed=seed, num_words=SYSTEM_WORDS)
 
 
 def questions(count: int) -> list[str]:
@@ -115,6 +118,32 @@ async def shared_openings(target: Target, runs: int, samples: Samples) -> None:
         ]
 
 
+async def warmed_document(target: Target, runs: int, samples: Samples) -> None:
+    """A document sent to POST /v1/warm before its question, against a question over a
+    document the server has not seen: each run two new documents (seeded by the run: fresh
+    servers see them first)."""
+    warm = getattr(target, "warm", None)
+    if warm is None:  # NOTE: in process there is no route to call
+        return
+    cold, warmed, warming, reused = [], [], [], []
+    for run in range(runs):
+        unseen, document = (
+            [{"role": "system", "content": system_prompt(seed=7000 + 2 * run + k)}] for k in (0, 1)
+        )
+        question = {"role": "user", "content": questions(1)[0]}
+        cold.append((await target.stream([*unseen, question], ANSWER_TOKENS)).ttft)
+        began = time.perf_counter()
+        await warm(document)
+        warming.append(time.perf_counter() - began)
+        asked = await target.stream([*document, question], ANSWER_TOKENS)
+        warmed.append(asked.ttft)
+        reused.append(float(asked.num_cached_tokens))
+    samples["question on an unseen document s"][target.name] = [statistics.median(cold)]
+    samples["question after POST /v1/warm s"][target.name] = [statistics.median(warmed)]
+    samples["the warm itself s"][target.name] = [statistics.median(warming)]
+    samples["question after the warm, reused tokens"][target.name] = [statistics.median(reused)]
+
+
 async def bench_prefix(
     targets: Sequence[Target],
     runs: int,
@@ -143,6 +172,8 @@ async def bench_prefix(
         await overlap_sweep(target, tables["(c) overlap sweep"])
         log(f"{target.name}: shared openings")
         await shared_openings(target, runs, tables["(d) questions sharing their first words"])
+        log(f"{target.name}: a document warmed before its question")
+        await warmed_document(target, runs, tables["(e) a document warmed before its question"])
     out = {}
     for title, samples in tables.items():
         complete = {m: v for m, v in samples.items() if set(v) == set(names)}

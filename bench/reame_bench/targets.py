@@ -179,6 +179,16 @@ class HttpTarget:
         except httpx.HTTPError as exc:
             raise BenchTargetError(f"{self.name}: POST {url}: {_describe(exc)}") from exc
 
+    async def warm(self, messages: Messages) -> dict[str, Any]:
+        """POST /v1/warm (Reame's): the messages computed, no answer; the server's body."""
+        url = f"{self.base}/v1/warm"
+        try:
+            response = await self._client.post(url, json={"messages": messages})
+            await _check_status(response, f"{self.name}: POST {url}")
+            return response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise BenchTargetError(f"{self.name}: POST {url}: {_describe(exc)}") from exc
+
     async def aclose(self) -> None:
         await self._client.aclose()
 

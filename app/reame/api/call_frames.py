@@ -1,6 +1,7 @@
-"""The SSE chunks of a streamed call, one hand-over of engine events at a time: a delta a
-choice for its tokens (one write, however many tokens), its tool calls as they are read, then
-its finish. Call.frames (calls.py) writes the rest of the stream around them.
+"""The chunks of a streamed call, one hand-over of engine events at a time: a delta a choice
+for its tokens (one write, however many tokens), its tool calls as they are read, then its
+finish (or the error that ended it). Call.chunks (calls.py) adds the rest of the stream around
+them; Call.frames frames them as OpenAI does, the Messages API translates them.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from reame.api import openai_format as fmt
-from reame.api.sse import frame
 from reame.api.tool_use import delta_of
 from reame.engine.request import FinishEvent, TokenEvent
 
@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from reame.api.calls import Call
 
 
-def batch_frames(
+def batch_chunks(
     call: Call, batch: list[tuple[fmt.Choice, TokenEvent | FinishEvent]]
-) -> Iterator[str]:
+) -> Iterator[dict]:
     """One delta a choice for the tokens of a hand-over (one write, however many tokens),
     then its finish."""
     tokens: dict[int, list[TokenEvent]] = {}
@@ -27,48 +27,48 @@ def batch_frames(
         if isinstance(event, TokenEvent):
             tokens.setdefault(choice.index, []).append(event)
             continue
-        yield from _token_frames(call, choice.index, tokens.pop(choice.index, []))
+        yield from _token_chunks(call, choice.index, tokens.pop(choice.index, []))
         if not event.reason.is_whole:
-            yield frame(call.served.failure(event).body())
+            yield call.served.failure(event).body()
         elif choice.index in call.tool_streams:
             if event.reasoning:
-                yield frame(_delta(call, choice.index, "", None, [], event.reasoning))
+                yield _delta(call, choice.index, "", None, [], event.reasoning)
             yield from _tool_finish(call, choice.index, event)
         else:
             finish = fmt.finish_reason(event)
-            yield frame(_delta(call, choice.index, event.text, finish, [], event.reasoning))
+            yield _delta(call, choice.index, event.text, finish, [], event.reasoning)
     for index, events in tokens.items():
-        yield from _token_frames(call, index, events)
+        yield from _token_chunks(call, index, events)
 
 
-def _token_frames(call: Call, index: int, events: list[TokenEvent]) -> Iterator[str]:
+def _token_chunks(call: Call, index: int, events: list[TokenEvent]) -> Iterator[dict]:
     tool_use = call.tool_use
     reasoning = "".join(e.reasoning for e in events)
     if tool_use is not None and tool_use.is_on:
         if reasoning:
-            yield frame(_delta(call, index, "", None, [], reasoning))
+            yield _delta(call, index, "", None, [], reasoning)
         stream = call.tool_streams.setdefault(index, tool_use.stream())
         text = "".join(call.answer_text(e) for e in events)
-        yield from _tool_frames(call, index, stream.feed(text))
+        yield from _tool_chunks(call, index, stream.feed(text))
         return
     text = "".join(e.text for e in events)
     if text or reasoning or (call.with_logprobs and events):
-        yield frame(_delta(call, index, text, None, events, reasoning))
+        yield _delta(call, index, text, None, events, reasoning)
 
 
-def _tool_frames(call: Call, index: int, pieces: list) -> Iterator[str]:
+def _tool_chunks(call: Call, index: int, pieces: list) -> Iterator[dict]:
     for piece in pieces:
         chunk = fmt.chat_chunk(call.rid, call.created, call.served.model_id, index, delta_of(piece))
-        yield frame(chunk)
+        yield chunk
 
 
-def _tool_finish(call: Call, index: int, event: FinishEvent) -> Iterator[str]:
+def _tool_finish(call: Call, index: int, event: FinishEvent) -> Iterator[dict]:
     stream = call.tool_streams[index]
-    yield from _tool_frames(call, index, stream.feed(event.text) + stream.finish())
+    yield from _tool_chunks(call, index, stream.feed(event.text) + stream.finish())
     finish = fmt.finish_reason(event)
     if stream.calls and finish != "length":  # NOTE: cut short, the last call is not whole
         finish = "tool_calls"
-    yield frame(_delta(call, index, "", finish, []))
+    yield _delta(call, index, "", finish, [])
 
 
 def _delta(

@@ -14,7 +14,7 @@ from uuid import uuid4
 
 from reame import metrics
 from reame.api import openai_format as fmt
-from reame.api.call_frames import batch_frames
+from reame.api.call_frames import batch_chunks
 from reame.api.chat_turn import ChatTurn, chat_turn, template_messages
 from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
@@ -125,6 +125,12 @@ class Call:
         if self.best_of > 1:
             return jobs, prepare_conclave(service, jobs[0], self.best_of)
         return jobs, (jobs, service.prepare(jobs))
+
+    def first_prompt(self) -> tuple[list[int], tuple[int, ...]]:
+        """The first prompt as the model takes it, and where its messages end; nothing
+        submitted (a Messages call's count_tokens, or its max_tokens 0). Off the event loop."""
+        job = self._make_jobs()[0]
+        return job.prompt, job.marks
 
     def _make_jobs(self) -> list[Job]:
         body, params = self.body, self.params
@@ -320,30 +326,37 @@ class Call:
         return body
 
     async def frames(self) -> AsyncIterator[str]:
-        """SSE frames: a role chunk per choice first (chat), deltas, finish chunks, usage, DONE."""
+        """SSE frames as OpenAI frames them: the chunks, each one hand-over's in one write,
+        then DONE."""
+        async for batch in self.chunks():
+            yield "".join(frame(c) for c in batch)
+        yield DONE
+
+    async def chunks(self) -> AsyncIterator[list[dict]]:
+        """The stream's chunks, those of one hand-over together: a role chunk per choice first
+        (chat), deltas, finish chunks (or the error that ended a choice), usage if asked."""
         model = self.served.model_id
         if self.is_chat:
-            for c in self.choices:
-                yield frame(
-                    fmt.chat_chunk(
-                        self.rid, self.created, model, c.index, {"role": "assistant", "content": ""}
-                    )
+            yield [
+                fmt.chat_chunk(
+                    self.rid, self.created, model, c.index, {"role": "assistant", "content": ""}
                 )
+                for c in self.choices
+            ]
         if self.best_of > 1:  # NOTE: the answer is known only after the vote: one delta
             await self._convene()
             choice, verdict = self.choices[0], self.verdict
             assert verdict is not None and choice.finish is not None
             events: list[TokenEvent | FinishEvent] = [*verdict.winner.tokens, choice.finish]
-            yield "".join(batch_frames(self, [(choice, e) for e in events]))
+            yield list(batch_chunks(self, [(choice, e) for e in events]))
         else:
             async for batch in self._events():
-                if frames := "".join(batch_frames(self, batch)):
-                    yield frames
+                if chunks := list(batch_chunks(self, batch)):
+                    yield chunks
         self._compute_history_ahead()
         if self.body.include_usage:
             obj = "chat.completion.chunk" if self.is_chat else "text_completion"
-            yield frame(fmt.usage_chunk(self.rid, self.created, model, obj, self._totals()))
-        yield DONE
+            yield [fmt.usage_chunk(self.rid, self.created, model, obj, self._totals())]
 
     def _compute_history_ahead(self) -> None:
         """A whole answer of one choice, whose template drops its thought from the history:

@@ -12,7 +12,10 @@ from pydantic import BaseModel
 
 from reame import __version__
 from reame.api import response_models as out
+from reame.api.messages_schemas import CountTokensRequest, MessagesRequest
 from reame.api.schemas import ChatRequest, CompletionRequest
+from reame.api.tokenize import DetokenizeRequest, TokenizeRequest
+from reame.api.warm import WarmRequest
 
 REF = "#/components/schemas/{model}"
 
@@ -163,6 +166,69 @@ def _get(
     }
 
 
+def _post(
+    c: _Components,
+    operation_id: str,
+    summary: str,
+    request: type[BaseModel],
+    response: type[BaseModel],
+    statuses: tuple[str, ...],
+    error: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "post": {
+            "operationId": operation_id,
+            "summary": summary,
+            "parameters": [_request_id_parameter()],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": c.ref(request)}},
+            },
+            "responses": {
+                "200": _json(c.ref(response), summary),
+                **_errors(error or c.ref(out.ErrorBody), *statuses),
+            },
+        }
+    }
+
+
+def _messages(c: _Components) -> dict[str, Any]:
+    """Anthropic's routes: their errors in Anthropic's shape, a stream of named events."""
+    error = c.ref(out.AnthropicError)
+    ok = _json(c.ref(out.AnthropicMessage), "The message; with `stream: true`, its events")
+    ok["content"]["text/event-stream"] = {
+        "schema": {
+            "type": "object",
+            "required": ["data"],
+            "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
+        }
+    }
+    statuses = ("400", "401", "404", "413", "429", "503")
+    return {
+        "/v1/messages": {
+            "post": {
+                "operationId": "createMessage",
+                "summary": "Anthropic's Messages API (docs/messages-api.md)",
+                "parameters": [_request_id_parameter()],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": c.ref(MessagesRequest)}},
+                },
+                "responses": {"200": ok, **_errors(error, *statuses)},
+            }
+        },
+        "/v1/messages/count_tokens": _post(
+            c,
+            "countMessageTokens",
+            "A Messages prompt's tokens",
+            CountTokensRequest,
+            out.TokenCount,
+            ("400", "401", "404", "413", "503"),
+            error,
+        ),
+    }
+
+
 def document() -> dict[str, Any]:
     c = _Components()
     v1 = ("401", "503")  # every /v1 route: without a key, while draining
@@ -185,6 +251,31 @@ def document() -> dict[str, Any]:
                 c, "deleteSession", "End a session", out.SessionDeleted, ("404", *v1), *session
             ),
         },
+        **_messages(c),
+        "/v1/warm": _post(
+            c,
+            "warm",
+            "Compute a prompt or messages into the prefix cache, without an answer",
+            WarmRequest,
+            out.Warmed,
+            ("400", "401", "404", "413", "429", "503"),
+        ),
+        "/tokenize": _post(
+            c,
+            "tokenize",
+            "Text to token ids (llama-server's shape)",
+            TokenizeRequest,
+            out.Tokenized,
+            ("400", "401", "413"),
+        ),
+        "/detokenize": _post(
+            c,
+            "detokenize",
+            "Token ids to text (llama-server's shape)",
+            DetokenizeRequest,
+            out.Detokenized,
+            ("400", "401", "413"),
+        ),
         "/health": {
             "get": {
                 **_get(c, "health", "Liveness", out.Health, ()),

@@ -197,6 +197,80 @@ class Ready(_Strict):
     model: str
 
 
+class WarmUsage(_Strict):
+    prompt_tokens: int
+    prompt_tokens_details: PromptTokensDetails  # cached_tokens: what it found computed
+
+
+class Warmed(_Strict):
+    object: Literal["warm"]
+    model: str
+    usage: WarmUsage
+
+
+class TokenPiece(_Strict):
+    id: int
+    piece: str | list[int]  # its bytes where they are no whole UTF-8 text
+
+
+class Tokenized(_Strict):
+    tokens: list[int] | list[TokenPiece]
+
+
+class Detokenized(_Strict):
+    content: str
+
+
+class MessageUsage(_Strict):
+    input_tokens: int  # computed (Anthropic counts cache reads apart)
+    output_tokens: int
+    cache_read_input_tokens: int
+    cache_creation_input_tokens: int
+
+
+class MessageText(_Strict):
+    type: Literal["text"]
+    text: str
+
+
+class MessageThinking(_Strict):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str
+
+
+class MessageToolUse(_Strict):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, object]
+
+
+class AnthropicMessage(_Strict):
+    id: str
+    type: Literal["message"]
+    role: Literal["assistant"]
+    model: str
+    content: list[MessageThinking | MessageText | MessageToolUse]
+    stop_reason: Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
+    stop_sequence: str | None
+    usage: MessageUsage
+
+
+class TokenCount(_Strict):
+    input_tokens: int
+
+
+class AnthropicErrorDetail(_Strict):
+    type: str
+    message: str
+
+
+class AnthropicError(_Strict):
+    type: Literal["error"]
+    error: AnthropicErrorDetail
+
+
 MODELS: tuple[type[BaseModel], ...] = (
     ChatCompletion,
     TextCompletion,
@@ -208,4 +282,10 @@ MODELS: tuple[type[BaseModel], ...] = (
     ErrorBody,
     Health,
     Ready,
+    Tokenized,
+    Detokenized,
+    Warmed,
+    AnthropicMessage,
+    TokenCount,
+    AnthropicError,
 )

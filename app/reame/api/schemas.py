@@ -92,8 +92,11 @@ class TextFormat(BaseModel):
 
 
 class JsonObjectFormat(BaseModel):
-    model_config = STRICT
+    """`schema`: llama-server's form of a JSON schema (instructor's JSON_SCHEMA mode sends it)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True)
     type: Literal["json_object"]
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
 
 
 class JsonSchemaResponseFormat(BaseModel):

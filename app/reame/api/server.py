@@ -2,8 +2,8 @@
 run behind the connection cap until it stops (`run_server`); or, when Reame cannot start,
 every request answered with why (`hold`).
 
-NOTE: the api/server*.py modules (server.py, server_app.py, server_connections.py,
-server_errors.py) are the only ones that use sanic (imported once, in sanic_kit.py).
+NOTE: the api/server*.py modules are the only ones that use sanic (imported once, in
+sanic_kit.py).
 """
 
 from __future__ import annotations

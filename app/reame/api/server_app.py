@@ -1,40 +1,41 @@
 """The Sanic app over a loaded runtime: the OpenAI routes (chat, completions, models), the
-session routes, health, readiness, OpenAPI and metrics, and the hooks around every request
-(the bearer key, refusal once the engine died or the server drains, request ids, metrics,
-the drain at shutdown). Everything it serves is built in calls.py, openai_format.py and
-schemas.py.
+session routes, /v1/warm, /tokenize and /detokenize, health, readiness, OpenAPI and metrics
+(Anthropic's Messages routes are added from server_messages.py), and the hooks around every
+request (the key, refusal once the engine died or the server drains, request ids, metrics, the
+drain at shutdown). Everything it serves is built in calls.py, openai_format.py, schemas.py,
+warm.py and tokenize.py.
 
-NOTE: the api/server*.py modules (server.py, server_app.py, server_connections.py,
-server_errors.py) are the only ones that use sanic (imported once, in sanic_kit.py).
+NOTE: the api/server*.py modules are the only ones that use sanic (imported once, in
+sanic_kit.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import uuid4
 
 import structlog
-from pydantic import ValidationError
 
 from reame import metrics
 from reame.api import openapi
 from reame.api.auth import is_authorized, is_loopback, key_owner
 from reame.api.calls import Call
 from reame.api.chat_turn import ThinkingDefaults
-from reame.api.errors import ApiError, from_validation_error
-from reame.api.heartbeat import with_heartbeats
-from reame.api.request_checks import check_text, is_text
-from reame.api.sanic_kit import BadRequest, HTTPResponse, Request, Sanic, json, raw
+from reame.api.errors import ApiError
+from reame.api.request_checks import is_text
+from reame.api.sanic_kit import HTTPResponse, Request, Sanic, json, raw
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.api.served import Served
-from reame.api.server_errors import error_response, to_api_error
+from reame.api.server_errors import answer_error, error_response, to_api_error
+from reame.api.server_exchange import StreamLimits, authorization, observe, parse, send_stream
+from reame.api.server_messages import add_messages_routes
+from reame.api.tokenize import DetokenizeRequest, TokenizeRequest, detokenize, tokenize
+from reame.api.warm import WarmRequest, warm
 from reame.cache.prefix_reuse import SessionKey
 from reame.config import Settings
 from reame.route_key import route_headers
@@ -52,6 +53,7 @@ EXIT_AFTER_DEATH_SECONDS = 2.0  # /health says why for this long before the proc
 CLIENT_CLOSED = 499  # nginx's status for a request its client closed before the answer
 HIDDEN_REASON = "the reason is in the server log (and shown to loopback clients and key holders)"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+KEYED_PATHS = ("/tokenize", "/detokenize")  # besides /v1/*: what a key holder may do
 
 
 @dataclass(slots=True)
@@ -101,11 +103,14 @@ def create_app(
     )
     started = int(time.time())
     state = app.ctx.state = ServerState()
+    limits = StreamLimits(settings.sse_heartbeat_seconds, settings.client_timeout_seconds)
     openapi_document = openapi.document()
 
     def needs_key(path: str) -> bool:
         return bool(keys) and (
-            path.startswith("/v1/") or (path == "/metrics" and settings.metrics_auth)
+            path.startswith("/v1/")
+            or path in KEYED_PATHS
+            or (path == "/metrics" and settings.metrics_auth)
         )
 
     @app.after_server_start
@@ -130,29 +135,31 @@ def create_app(
         request.ctx.request_id = given if _REQUEST_ID.fullmatch(given) else uuid4().hex
         request.ctx.started = time.perf_counter()
         request.ctx.is_stream = False
-        request.ctx.owner = key_owner(request.headers.get("authorization"), keys)
+        request.ctx.auth = authorization(request)
+        request.ctx.owner = key_owner(request.ctx.auth, keys)
         structlog.contextvars.bind_contextvars(request_id=request.ctx.request_id)
         # NOTE: the key first: why the server fails is for those who may use it
-        if needs_key(request.path) and not is_authorized(
-            request.headers.get("authorization"), keys
-        ):
-            return error_response(
+        if needs_key(request.path) and not is_authorized(request.ctx.auth, keys):
+            return answer_error(
+                request,
                 ApiError(
                     401,
-                    "Incorrect API key provided: send 'Authorization: Bearer <key>'",
+                    "Incorrect API key provided: send 'Authorization: Bearer <key>' (or "
+                    "'x-api-key: <key>')",
                     code="invalid_api_key",
-                )
+                ),
             )
         if state.failure is not None and request.path.startswith("/v1/"):
-            return error_response(ApiError(503, state.failure, code="engine_failed"))
+            return answer_error(request, ApiError(503, state.failure, code="engine_failed"))
         if state.is_refusing and request.path.startswith("/v1/"):
-            return error_response(
+            return answer_error(
+                request,
                 ApiError(
                     503,
                     "The server is shutting down",
                     code="shutting_down",
                     headers={"retry-after": "5"},
-                )
+                ),
             )
         return None
 
@@ -172,7 +179,7 @@ def create_app(
 
     def shown(request: Request, reason: str) -> str:
         """A failure's reason, for loopback (a container's health check) and key holders."""
-        authorized = not keys or is_authorized(request.headers.get("authorization"), keys)
+        authorized = not keys or is_authorized(request.ctx.auth, keys)
         return reason if authorized or is_loopback(request.ip) else HIDDEN_REASON
 
     @app.get("/health")
@@ -223,6 +230,26 @@ def create_app(
             request, parse(request, CompletionRequest, served.check_prompt_list)
         )
 
+    @app.post("/v1/warm")
+    async def warm_route(request: Request) -> HTTPResponse:
+        served.check_key_room(request.ctx.owner)
+        body = parse(request, WarmRequest)
+        state.num_active += 1  # NOTE: as a call: SIGTERM drains it
+        try:
+            return json(await warm(served, body, request.ctx.owner))
+        finally:
+            state.num_active -= 1
+
+    @app.post("/tokenize")
+    async def tokenize_route(request: Request) -> HTTPResponse:
+        body = parse(request, TokenizeRequest)
+        return json(await asyncio.to_thread(tokenize, runtime.model, body))
+
+    @app.post("/detokenize")
+    async def detokenize_route(request: Request) -> HTTPResponse:
+        body = parse(request, DetokenizeRequest)
+        return json(await asyncio.to_thread(detokenize, runtime.model, body))
+
     async def serve_call(
         request: Request, body: ChatRequest | CompletionRequest
     ) -> HTTPResponse | None:
@@ -246,29 +273,13 @@ def create_app(
             await call.start()
             if not body.stream:
                 return json(await call.response(), headers=route)
-            request.ctx.is_stream = True
-            response = await request.respond(
-                content_type="text/event-stream",
-                headers={"cache-control": "no-cache", "x-request-id": request.ctx.request_id}
-                | route,
-            )
-            frames = with_heartbeats(call.frames(), settings.sse_heartbeat_seconds)
-            timeout = settings.client_timeout_seconds
-            try:
-                async with contextlib.aclosing(frames):  # NOTE: a client gone stops its work now
-                    async for chunk in frames:
-                        await asyncio.wait_for(response.send(chunk), timeout)
-                await asyncio.wait_for(response.eof(), timeout)
-            except TimeoutError:  # it stopped reading: its work ended as the frames closed
-                log.info("client stopped reading: cut off", seconds=timeout)
-                metrics.CUT_OFF_CLIENTS.inc()
-                request.transport.abort()
-                return None
-            observe(request, 200)
+            await send_stream(request, call.frames(), route, limits)
             return None
         finally:
             state.num_active -= 1
             await call.close()
+
+    add_messages_routes(app, served, state, limits)
 
     @app.get("/v1/sessions")
     async def list_sessions(request: Request) -> HTTPResponse:
@@ -290,7 +301,7 @@ def create_app(
 
     @app.exception(Exception)
     async def on_error(request: Request, exc: Exception) -> HTTPResponse:
-        return error_response(to_api_error(exc))
+        return answer_error(request, to_api_error(exc))
 
     @app.before_server_stop
     async def drain(*_: object) -> None:
@@ -317,32 +328,3 @@ def create_app(
         runtime.close()
 
     return app
-
-
-def parse(
-    request: Request,
-    model: type[ChatRequest] | type[CompletionRequest],
-    check: Callable[[dict[str, object]], None] | None = None,
-):
-    """The body validated; `check` runs first on the raw JSON (a cap on its size of work)."""
-    try:
-        body = request.json
-    except BadRequest as exc:
-        raise ApiError(400, "The request body is not valid JSON", code="invalid_json") from exc
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object", code="invalid_json")
-    if check is not None:
-        check(body)
-    check_text(body)
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        raise from_validation_error(exc, body) from exc
-
-
-def observe(request: Request, status: int) -> None:
-    route = request.route.path if request.route else "unmatched"
-    metrics.REQUESTS.labels(route, str(status)).inc()
-    started = getattr(request.ctx, "started", None)
-    if started is not None:
-        metrics.REQUEST_SECONDS.labels(route).observe(time.perf_counter() - started)

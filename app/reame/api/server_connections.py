@@ -1,8 +1,8 @@
 """The connections the server accepts: at most max_connections open at once, each with a
 small send buffer, and a body still coming in held to the request timeout.
 
-NOTE: the api/server*.py modules (server.py, server_app.py, server_connections.py,
-server_errors.py) are the only ones that use sanic (imported once, in sanic_kit.py).
+NOTE: the api/server*.py modules are the only ones that use sanic (imported once, in
+sanic_kit.py).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 with: the engine's refusals and failures, Sanic's own errors (each keeping its status), and a
 500 for anything unexpected (logged).
 
-NOTE: the api/server*.py modules (server.py, server_app.py, server_connections.py,
-server_errors.py) are the only ones that use sanic (imported once, in sanic_kit.py).
+NOTE: the api/server*.py modules are the only ones that use sanic (imported once, in
+sanic_kit.py).
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ import re
 import structlog
 
 from reame.api.errors import ApiError
+from reame.api.messages_convert import error_body as anthropic_error
 from reame.api.sanic_kit import (
     HTTPResponse,
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
+    Request,
     SanicException,
     json,
 )
@@ -60,3 +62,10 @@ def _headers_of(exc: SanicException) -> dict[str, str]:
 
 def error_response(error: ApiError) -> HTTPResponse:
     return json(error.body(), status=error.status, headers=error.headers)
+
+
+def answer_error(request: Request, error: ApiError) -> HTTPResponse:
+    """In the shape of the API the route speaks: Anthropic's on /v1/messages, else OpenAI's."""
+    if request.path.startswith("/v1/messages"):
+        return json(anthropic_error(error), status=error.status, headers=error.headers)
+    return error_response(error)

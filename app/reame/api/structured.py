@@ -21,7 +21,8 @@ def requested_grammar(body: ChatRequest | CompletionRequest) -> GrammarSpec | No
     if is_structured and grammar is not None:
         raise ApiError(400, "send response_format or grammar, not both", "grammar", "invalid_value")
     if isinstance(fmt, JsonObjectFormat):
-        return GrammarSpec("json_object")
+        schema = fmt.schema_
+        return GrammarSpec("json_object") if schema is None else GrammarSpec.json_schema(schema)
     if isinstance(fmt, JsonSchemaResponseFormat):
         return GrammarSpec.json_schema(fmt.json_schema.schema_)
     if isinstance(grammar, GrammarRule):

@@ -108,6 +108,7 @@ class FinishEvent:
     reasoning: str = ""  # the thought's text held back until the end (it was cut short)
     num_reasoning_tokens: int = 0
     is_request_fault: bool = False  # an ERROR the request caused (its grammar): a 4xx
+    stop_sequence: str | None = None  # the stop string that ended it (the Messages API says)
 
 
 Event = TokenEvent | FinishEvent

@@ -312,6 +312,7 @@ class Update:
                 reasoning=thought_tail,
                 num_reasoning_tokens=seq.thought.num_tokens if seq.thought else 0,
                 is_request_fault=is_request_fault,
+                stop_sequence=seq.text.stopped_by,
             ),
         )
         if warm is not None:  # NOTE: after the event, which counts the tokens it took

@@ -115,7 +115,11 @@ class Model:
 
     def token_text(self, token: int) -> str:
         """A token's text including special tokens' names (for templates)."""
-        return self._to_piece(token, special=True).decode("utf-8", "replace")
+        return self.special_piece(token).decode("utf-8", "replace")
+
+    def special_piece(self, token: int) -> bytes:
+        """A token's bytes, a special token's name included (llama-server's /tokenize pieces)."""
+        return self._to_piece(token, special=True)
 
     def _to_piece(self, token: int, special: bool) -> bytes:
         buf = ctypes.create_string_buffer(64)
