@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from server_process import ServerProcess, small_server
+from test_structured_http import WEATHER as CHAT_WEATHER
 
 pytestmark = pytest.mark.model
 
@@ -22,18 +23,10 @@ MODEL = "smollm2-135m"
 GREEDY = {"temperature": 0.0}
 BRIEF = "Be brief. " + "You answer questions on geography for a school quiz. " * 8
 QUESTION = [{"role": "user", "content": "What is the capital of France? Say it in a sentence."}]
-WEATHER = {
-    "name": "get_weather",
-    "description": "The weather now in a city",
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "city": {"type": "string", "maxLength": 40},
-            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-        },
-        "required": ["city", "unit"],
-        "additionalProperties": False,
-    },
+WEATHER = {  # the chat tests' tool, as the Messages API describes one
+    "name": CHAT_WEATHER["function"]["name"],
+    "description": CHAT_WEATHER["function"]["description"],
+    "input_schema": CHAT_WEATHER["function"]["parameters"],
 }
 
 

@@ -26,8 +26,7 @@ DOCUMENT = (
 QUESTION = "Who keeps the most hives?"
 
 
-@pytest.fixture(scope="module")
-def warmed() -> Iterator[ServerProcess]:
+def keyed_server() -> Iterator[ServerProcess]:
     srv = small_server(context_length=1024, env={"REAME_API_KEYS": KEY})
     try:
         yield srv
@@ -35,13 +34,8 @@ def warmed() -> Iterator[ServerProcess]:
         srv.stop()
 
 
-@pytest.fixture(scope="module")
-def cold() -> Iterator[ServerProcess]:
-    srv = small_server(context_length=1024, env={"REAME_API_KEYS": KEY})
-    try:
-        yield srv
-    finally:
-        srv.stop()
+warmed = pytest.fixture(keyed_server, scope="module", name="warmed")
+cold = pytest.fixture(keyed_server, scope="module", name="cold")
 
 
 def post(server: ServerProcess, body: object, key: str | None = KEY) -> httpx.Response:
