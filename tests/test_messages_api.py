@@ -67,6 +67,27 @@ def test_create_and_stream_give_the_same_greedy_answer(client: anthropic.Anthrop
     assert total == made.usage.input_tokens and (final.usage.cache_read_input_tokens or 0) > 0
 
 
+def test_a_last_assistant_turn_is_the_start_of_the_answer(client: anthropic.Anthropic) -> None:
+    """Anthropic's prefill: the answer goes on from the assistant's words, and, greedy, says
+    what the model would have said after writing them itself."""
+    whole = text_of(
+        client.messages.create(model=MODEL, max_tokens=40, messages=QUESTION, extra_body=GREEDY)
+    )
+    start = " ".join(whole.split()[:4])
+    went_on = client.messages.create(
+        model=MODEL,
+        max_tokens=40,
+        messages=[*QUESTION, {"role": "assistant", "content": start}],
+        extra_body=GREEDY,
+    )
+    assert start + text_of(went_on) == whole
+    counted = client.messages.count_tokens(
+        model=MODEL, messages=[*QUESTION, {"role": "assistant", "content": start}]
+    )
+    read = went_on.usage.input_tokens + (went_on.usage.cache_read_input_tokens or 0)
+    assert counted.input_tokens == read
+
+
 def test_a_stop_sequence_ends_the_answer_and_is_named(client: anthropic.Anthropic) -> None:
     whole = text_of(
         client.messages.create(model=MODEL, max_tokens=40, messages=QUESTION, extra_body=GREEDY)

@@ -269,3 +269,25 @@ def test_an_error_after_the_start_is_an_error_event_and_the_end() -> None:
     error = {"type": "error", "error": {"type": "rate_limit_error", "message": "busy"}}
     assert events(frames)[-1] == error and "event: error\n" in frames
     assert stream.finish(None) == ""
+
+
+def test_a_last_assistant_turn_is_continued_unless_it_called_tools() -> None:
+    prefill = {"role": "assistant", "content": "The answer is"}
+    body = MessagesRequest.model_validate(
+        {"model": "m", "max_tokens": 4, "messages": [CONVERSATION["messages"][0], prefill]}
+    )
+    chat = convert.chat_body(body, "m")
+    assert chat["continue_final_message"] is True
+    assert ChatRequest.model_validate(chat).continue_final_message
+    called = MessagesRequest.model_validate(
+        {**CONVERSATION, "messages": CONVERSATION["messages"][:2]}
+    )
+    with pytest.raises(ApiError) as refused:
+        convert.chat_body(called, "m")
+    assert refused.value.status == 400 and refused.value.param == "messages.1.content"
+
+
+def test_a_chat_continues_only_an_assistants_last_message() -> None:
+    user = [{"role": "user", "content": "Hi"}]
+    with pytest.raises(ValidationError):
+        ChatRequest.model_validate({"model": "m", "messages": user, "continue_final_message": True})

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anthropic
 import jsonschema
 import pytest
 from openai import BadRequestError, OpenAI
@@ -319,3 +320,30 @@ def test_inline_format_leaves_the_thought_in_content_between_its_markers() -> No
         jsonschema.validate(json.loads(bound.content), PERSON)
     finally:
         srv.stop()
+
+
+def test_through_the_messages_api_the_thought_is_a_thinking_block(
+    server: ServerProcess, client: OpenAI
+) -> None:
+    """The anthropic SDK, unmodified: the chat's thought as a thinking block before the text,
+    streamed as thinking deltas then text deltas; thinking disabled, none."""
+    chat = ask(client, extra_body={"reasoning_budget": 8}).choices[0].message
+    messages = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0).messages
+    asked = {
+        "model": "smollm2-135m",
+        "max_tokens": 96,
+        "messages": QUESTION,
+        "thinking": {"type": "enabled", "budget_tokens": 8},
+        "extra_body": {"temperature": 0},
+    }
+    made = messages.create(**asked)
+    assert [b.type for b in made.content] == ["thinking", "text"]
+    assert made.content[0].thinking == reasoning_of(chat) and made.content[1].text == chat.content
+    with messages.stream(**asked) as stream:
+        kinds = [e.delta.type for e in stream if e.type == "content_block_delta"]
+        final = stream.get_final_message()
+    assert kinds.index("text_delta") > kinds.index("thinking_delta")
+    assert final.content[0].thinking == made.content[0].thinking
+    assert final.content[1].text == made.content[1].text
+    plain = messages.create(**{**asked, "thinking": {"type": "disabled"}})
+    assert [b.type for b in plain.content] == ["text"]

@@ -22,6 +22,9 @@ from reame.segment_tokenizer import SegmentTokenizer, marker_candidates
 from reame.thinking.framing import PromptEnd
 from reame.thinking.syntax import ThinkingSyntax, analyse
 
+# NOTE: a probe text no conversation holds: where a continued answer's content goes
+_CONTINUED = "reameContinuedAnswer"
+
 
 class ChatPrompts:
     def __init__(
@@ -63,6 +66,27 @@ class ChatPrompts:
         """The rendered prompt as text (its thinking framing is decided on it)."""
         template, _ = self._tools()
         return template.render(messages, add_generation_prompt, tools, kwargs)
+
+    def continued_text(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: list[dict] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The prompt of a chat whose last message, the assistant's, is the start of the
+        answer (Anthropic's prefill, vLLM's continue_final_message): rendered as the template
+        writes that message, up to where its content ends, with no end of turn after it."""
+        *before, last = messages
+        probed = [*before, {**last, "content": _CONTINUED}]
+        text = self.text(probed, tools, kwargs, add_generation_prompt=False)
+        at = text.find(_CONTINUED)
+        if at < 0:
+            raise InvalidRequestError(
+                "this model's chat template does not write the last assistant message's "
+                "content as sent: it cannot be continued",
+                "messages",
+            )
+        return text[:at] + (last.get("content") or "")
 
     def tokenize(self, text: str) -> list[int]:
         _, tokenize = self._tools()

@@ -62,9 +62,12 @@ def chat_turn(
         defaults.effort_budgets or {},
     )
     kwargs = template_kwargs(syntax, plan, body.reasoning_effort, body.chat_template_kwargs or {})
-    text = service.chat.text(messages, tools, kwargs)
     thought = None
-    if syntax is not None:
+    if body.continue_final_message:  # NOTE: the answer has begun: no thought comes before it
+        text = service.chat.continued_text(messages, tools, kwargs)
+    else:
+        text = service.chat.text(messages, tools, kwargs)
+    if syntax is not None and not body.continue_final_message:
         framed = frame(syntax, text, plan, answer_bound)
         text, thought = framed.text, service.chat.thought_spec(framed.end, plan.budget)
     prompt = service.chat.tokenize(text)
@@ -74,6 +77,7 @@ def chat_turn(
     drops = thought is not None and syntax is not None and syntax.drops_history
     closing = service.chat.closing() if warms_ahead and not drops else ()
     cuts: tuple[int, ...] = ()
-    if drops and warms_ahead and service.chat.warms_ahead and service.cache is not None:
+    continues = body.continue_final_message
+    if drops and warms_ahead and not continues and service.chat.warms_ahead and service.cache:
         cuts = answer_starts(service, messages, prompt, tools, kwargs)
     return ChatTurn(prompt, marks, closing, thought, cuts, kwargs)

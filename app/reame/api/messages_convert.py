@@ -50,6 +50,17 @@ def error_body(error: ApiError) -> dict[str, object]:
 def chat_body(body: MessagesRequest | CountTokensRequest, model: str) -> dict[str, Any]:
     """The chat request a Messages body means, as JSON (ChatRequest validates it)."""
     out: dict[str, Any] = {"model": model, "messages": _messages(body)}
+    last = out["messages"][-1]
+    if last["role"] == "assistant":
+        # NOTE: a last assistant turn is the start of the answer (Anthropic's prefill)
+        if last.get("tool_calls"):
+            raise ApiError(
+                400,
+                "a last assistant turn with tool uses has nothing to continue: send the tool "
+                "results in a user turn",
+                f"messages.{len(body.messages) - 1}.content",
+            )
+        out["continue_final_message"] = True
     if body.tools:
         out["tools"] = [
             {

@@ -18,6 +18,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     field_validator,
+    model_validator,
 )
 
 # NOTE: caps on what one request can make the engine thread do for every token it writes
@@ -231,6 +232,18 @@ class ChatRequest(_Common):
         Annotated[dict[Annotated[str, Field(max_length=64)], PlainValue], Field(max_length=32)]
         | None
     ) = None
+    # the last message, the assistant's, is the start of the answer, which goes on from it
+    continue_final_message: bool = False
+
+    @model_validator(mode="after")
+    def _continues_an_answer(self) -> ChatRequest:
+        last = self.messages[-1]
+        if self.continue_final_message and (last.role != "assistant" or last.tool_calls):
+            raise ValueError(
+                "continue_final_message goes on from a last message of the assistant's "
+                "(without tool calls)"
+            )
+        return self
 
     def sampling_options(self) -> dict[str, object]:
         return {

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 from reame.api.chat_turn import ThinkingDefaults
@@ -122,6 +123,16 @@ class Served:
             )
         if not dry_run:
             self.held[owner] = held + places
+
+    @contextlib.asynccontextmanager
+    async def place(self, owner: str) -> AsyncIterator[None]:
+        """One place of the key's share held while work off the engine runs (a body
+        tokenized, a template rendered): a key cannot keep more of the CPU busy either."""
+        self.take_places(owner, 1)
+        try:
+            yield
+        finally:
+            self.give_back_places(owner, 1)
 
     def give_back_places(self, owner: str, places: int) -> None:
         if owner and self.key_places is not None:

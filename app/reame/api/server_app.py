@@ -242,13 +242,17 @@ def create_app(
 
     @app.post("/tokenize")
     async def tokenize_route(request: Request) -> HTTPResponse:
+        served.check_key_room(request.ctx.owner)
         body = parse(request, TokenizeRequest)
-        return json(await asyncio.to_thread(tokenize, runtime.model, body))
+        async with served.place(request.ctx.owner):
+            return json(await asyncio.to_thread(tokenize, runtime.model, body))
 
     @app.post("/detokenize")
     async def detokenize_route(request: Request) -> HTTPResponse:
+        served.check_key_room(request.ctx.owner)
         body = parse(request, DetokenizeRequest)
-        return json(await asyncio.to_thread(detokenize, runtime.model, body))
+        async with served.place(request.ctx.owner):
+            return json(await asyncio.to_thread(detokenize, runtime.model, body))
 
     async def serve_call(
         request: Request, body: ChatRequest | CompletionRequest

@@ -55,9 +55,11 @@ def add_messages_routes(app: Sanic, served: Served, state: ServerState, limits: 
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> HTTPResponse:
+        served.check_key_room(request.ctx.owner)
         body = parse(request, CountTokensRequest)
         call = Call(served, messages_call(body), None, request.ctx.owner)
-        prompt, _ = await asyncio.to_thread(call.first_prompt)
+        async with served.place(request.ctx.owner):
+            prompt, _ = await asyncio.to_thread(call.first_prompt)
         return json({"input_tokens": len(prompt)})
 
 
