@@ -132,6 +132,36 @@ def test_json_object_always_parses(client: OpenAI) -> None:
             assert choice.message.content.startswith("{")
 
 
+class Resident(BaseModel):
+    name: str = Field(max_length=40)
+    age: int
+    city: str = Field(max_length=40)
+
+
+def test_a_schema_silent_on_other_keys_takes_none(client: OpenAI) -> None:
+    """As llama-server: instructor's TOOLS mode sends pydantic's schema, which does not say
+    additionalProperties; under JSON Schema's open objects SmolLM2 wrote key after key to
+    max_tokens (finish "length", the call never whole)."""
+    # NOTE: the tool exactly as instructor 1.17 sends it (its required list sorted)
+    schema = {**Resident.model_json_schema(), "required": ["age", "city", "name"]}
+    schema.pop("title")
+    assert "additionalProperties" not in schema
+    described = "Correctly extracted `Person` with all the required parameters with correct types"
+    tool = {"name": "Person", "description": described, "parameters": schema}
+    reply = client.chat.completions.create(
+        model=_model(client),
+        messages=[{"role": "user", "content": "Extract: Maria Rossi is 34 and lives in Turin."}],
+        tools=[{"type": "function", "function": tool}],
+        tool_choice={"type": "function", "function": {"name": "Person"}},
+        temperature=0.0,
+        max_tokens=200,
+    )
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls", choice.message
+    arguments = json.loads(choice.message.tool_calls[0].function.arguments)
+    assert set(arguments) == {"name", "age", "city"}
+
+
 def test_json_object_with_a_schema_follows_the_schema(client: OpenAI) -> None:
     """llama-server's form, which instructor's JSON_SCHEMA mode sends: refused with a 400
     ("response_format.schema") before."""

@@ -6,6 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reame.grammar.closed_objects import closed_objects
+
 TEXT = "TEXT: /(.|\\n)*/"
 # NOTE: a small model, once it may add a call, tends to add the same one until max_tokens: a
 # turn holds at most this many parallel calls (OpenAI sets no number; agents rarely need more)
@@ -24,7 +26,7 @@ def compact(schema: dict[str, Any], lenient: bool = False) -> dict[str, Any]:
     options = {**schema.get("x-guidance", {}), "whitespace_flexible": False}
     if lenient:
         options["lenient"] = True
-    return {**schema, "x-guidance": options}
+    return {**closed_objects(schema), "x-guidance": options}
 
 
 def text(literal: str) -> str:

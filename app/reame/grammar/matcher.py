@@ -28,6 +28,7 @@ from llguidance import LLMatcher, LLTokenizer
 
 from reame import metrics
 from reame.errors import InvalidRequestError
+from reame.grammar.closed_objects import closed_objects
 
 # "grammar": Lark or GBNF, told apart by llguidance
 GrammarKind = Literal["json_schema", "json_object", "lark", "gbnf", "grammar", "regex"]
@@ -46,7 +47,7 @@ class GrammarSpec:
 
     @staticmethod
     def json_schema(schema: dict[str, Any], param: str = "response_format") -> GrammarSpec:
-        return GrammarSpec("json_schema", json.dumps(schema), param)
+        return GrammarSpec("json_schema", json.dumps(closed_objects(schema)), param)
 
 
 def _source(spec: GrammarSpec) -> str:
