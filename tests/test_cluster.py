@@ -2,8 +2,9 @@
 config on real haproxy, on 127.0.0.1: a replica that never saw a 1.5k-token system prompt
 restores it from the shared tier and answers as a cold request does; the tier going away
 mid-run costs no request; each replica drafts from the other's answers; HAProxy keeps a
-conversation on one replica by its route key (or by the body), spreads conversations, falls
-back to round robin without a key, and routes around a replica that is not ready."""
+conversation on one replica by its route key (or by the body), a Responses chain too, spreads
+conversations, falls back to round robin without a key, and routes around a replica that is not
+ready."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from openai import OpenAI
 
 from haproxy_process import HAProxy
-from reame.route_key import ROUTE_HEADER, route_key
+from reame.route_key import ROUTE_HEADER, responses_chain, route_key
 from reame_bench.workloads import filler_text
 from redis_server import RedisServer
 from server_process import ServerProcess
@@ -60,13 +61,13 @@ def ask(url: str, messages: list[dict], max_tokens: int = 16, **headers: str):
     )  # fmt: skip
 
 
-def chats_served(server: ServerProcess) -> int:
+def chats_served(server: ServerProcess, route: str = "chat/completions") -> int:
     text = httpx.get(f"{server.url}/metrics").text
     return int(
         sum(
             float(line.rsplit(" ", 1)[1])
             for line in text.splitlines()
-            if line.startswith("reame_requests_total{") and "chat/completions" in line
+            if line.startswith("reame_requests_total{") and f'{route}"' in line
         )
     )
 
@@ -182,6 +183,38 @@ def test_haproxy_by_body_keeps_a_conversation_on_one_replica_without_a_header(cl
         turns = [*turns, {"role": "assistant", "content": "Yes."}]
         turns.append({"role": "user", "content": f"More {turn}?"})
     assert sorted((chats_served(one) - before[0], chats_served(two) - before[1])) == [0, 3]
+
+
+def test_haproxy_by_body_keeps_a_responses_chain_where_its_state_is(cluster) -> None:
+    """Each chain's three calls on the replica that stored its first (elsewhere its
+    previous_response_id would be a 404), and the chains on both replicas; the header frontend
+    likewise with the route key the client computes before its first call."""
+    _, one, two, proxy = cluster
+    placed = []
+    for k in range(6):
+        instructions = f'Answer in a word.\nQuiz {k} \u00e8 "hard".'
+        first = {"role": "user", "content": f"Capital of country {k}?"}
+        key = "r-" + responses_chain(MODEL, instructions, first["content"])
+        for url, headers in ((proxy.by_body, {}), (proxy.by_key, {ROUTE_HEADER: key})):
+            api = client(url)
+            before = (chats_served(one, "responses"), chats_served(two, "responses"))
+            made = api.responses.with_raw_response.create(
+                model=MODEL, instructions=instructions, input=[first], max_output_tokens=2,
+                temperature=0, extra_headers=headers,
+            )  # fmt: skip
+            assert made.headers[ROUTE_HEADER] == key
+            previous = made.parse().id
+            for turn in range(2):
+                previous = api.responses.create(
+                    model=MODEL, instructions=instructions, input=f"And {turn}?",
+                    previous_response_id=previous, max_output_tokens=2, temperature=0,
+                    extra_headers=headers,
+                ).id  # fmt: skip
+            after = (chats_served(one, "responses"), chats_served(two, "responses"))
+            moved = (after[0] - before[0], after[1] - before[1])
+            assert sorted(moved) == [0, 3], (url, moved)
+            placed.append(moved.index(3))
+    assert set(placed) == {0, 1}
 
 
 def test_haproxy_routes_around_a_replica_that_is_not_ready(cluster) -> None:

@@ -10,7 +10,7 @@ import pytest
 from fake_llama import FakeContext
 from reame.detokenize import TextStream
 from reame.engine.request import GenerationRequest
-from reame.engine.reuse_index import Match, Resident, ReuseIndex
+from reame.engine.reuse_index import MAX_FINALS, Match, Resident, ReuseIndex
 from reame.engine.scheduler import Scheduler
 from reame.engine.sequence import SeqState, Sequence
 from reame.llama.context import ContextShape
@@ -182,3 +182,19 @@ def test_the_queues_first_request_keeps_the_warming_sequence_it_goes_on_from(wid
         admission = scheduler.admit(0.0)
         assert admission.admitted == [seq] and seq.slot == 0 and seq.num_cached == 110
         assert mine.state is SeqState.FINISHED and scheduler.warming == [other]
+
+
+def test_a_sessions_final_state_kept_after_its_next_turn_was_prefetched_is_gone_on_from() -> None:
+    """Without a prefix cache nothing else holds it (stop 45: a chain's second call computed
+    its whole prompt when it was queued before the first call's state reached the store).
+    Fails without ReuseIndex.kept_final."""
+    index = ReuseIndex(can_cut=True, budget=BUDGET)
+    answered = [*SYSTEM, *tail(1, 40)]
+    index.kept_final("key/chat", computed(answered, session="key/chat"))
+    next_turn = [*answered, *tail(2, 30)]
+    found = index.match(sequence(next_turn, session="key/chat"))
+    assert found is not None and (found.tier, found.length) == ("pinned", len(answered))
+    assert index.match(sequence(next_turn, session="key/other")) is None
+    for i in range(MAX_FINALS):
+        index.kept_final(f"key/s{i}", computed(SYSTEM, session=f"key/s{i}"))
+    assert index.match(sequence(next_turn, session="key/chat")) is None  # bounded

@@ -145,6 +145,15 @@ class Settings(BaseSettings):
     session_idle_seconds: float = Field(1800.0, gt=0, description="a session unused this long ends")
     max_sessions: int = Field(64, ge=0, description="sessions kept at once (the oldest ends first)")
     session_memory_mb: int = Field(1024, ge=0, description="host memory for session state")
+    max_responses: int = Field(
+        1000,
+        ge=0,
+        description="Responses API answers stored for previous_response_id (the least recently "
+        "used goes first; with API keys one key holds its key_share of them)",
+    )
+    responses_disk_mb: int = Field(
+        256, ge=1, description="disk for stored responses (state_dir/responses)"
+    )
 
     prefix_cache: bool = Field(True, description="keep computed prompt prefixes for reuse")
     prefix_cache_dir: Path | None = Field(
@@ -335,6 +344,10 @@ class Settings(BaseSettings):
     @property
     def prefix_cache_path(self) -> Path:
         return self.prefix_cache_dir or self.state_dir / "prefix-cache"
+
+    @property
+    def responses_path(self) -> Path:
+        return self.state_dir / "responses"
 
     @property
     def palimpsest_path(self) -> Path:

@@ -52,3 +52,26 @@ def route_headers(
     if messages is None and not session_id:
         return {}
     return {ROUTE_HEADER: route_key(model, messages or [], session_id)}
+
+
+def responses_chain(model: str, instructions: str | None, first_input: str) -> str:
+    """The route part of a Responses chain's ids, from its first call: every response of the
+    chain carries it (`resp_` + these 24 hex digits + its own), and its route key is
+    "r-" + it. It is the digest HAProxy computes of the same three strings (docker/haproxy), so
+    a chain's first call and the calls that name its ids reach the same replica:
+
+        sha256(model + "|" + instructions + "|" + first input)[:24 hex]
+
+    where the first input is `input` when it is a string, else the first item's `content`
+    when that is a string, else empty (and a missing instructions is empty)."""
+    return _digest(f"{model}|{instructions or ''}|{first_input}")
+
+
+def first_input(body_input: object) -> str:
+    """What responses_chain reads of a body's `input`."""
+    if isinstance(body_input, str):
+        return body_input
+    if isinstance(body_input, list) and body_input and isinstance(body_input[0], dict):
+        content = body_input[0].get("content")
+        return content if isinstance(content, str) else ""
+    return ""

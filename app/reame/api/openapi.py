@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from reame import __version__
 from reame.api import response_models as out
 from reame.api.messages_schemas import CountTokensRequest, MessagesRequest
+from reame.api.responses_schemas import ResponsesRequest
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.api.tokenize import DetokenizeRequest, TokenizeRequest
 from reame.api.warm import WarmRequest
@@ -229,6 +230,48 @@ def _messages(c: _Components) -> dict[str, Any]:
     }
 
 
+def _responses(c: _Components, v1: tuple[str, ...]) -> dict[str, Any]:
+    """OpenAI's Responses routes: a stream of typed events; stored responses by id."""
+    ok = _json(c.ref(out.ResponseObject), "The response; with `stream: true`, its events")
+    ok["content"]["text/event-stream"] = {
+        "schema": {
+            "type": "object",
+            "required": ["data"],
+            "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
+        }
+    }
+    error = c.ref(out.ErrorBody)
+    statuses = ("400", "401", "404", "413", "429", "503")
+    one = ("response_id",)
+    return {
+        "/v1/responses": {
+            "post": {
+                "operationId": "createResponse",
+                "summary": "OpenAI's Responses API (docs/responses-api.md)",
+                "parameters": [_request_id_parameter()],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": c.ref(ResponsesRequest)}},
+                },
+                "responses": {"200": ok, **_errors(error, *statuses)},
+            }
+        },
+        "/v1/responses/{response_id}": {
+            "get": _get(
+                c, "getResponse", "A stored response", out.ResponseObject, ("404", *v1), *one
+            ),
+            "delete": _get(
+                c,
+                "deleteResponse",
+                "Delete a stored response",
+                out.ResponseDeleted,
+                ("404", *v1),
+                *one,
+            ),
+        },
+    }
+
+
 def document() -> dict[str, Any]:
     c = _Components()
     v1 = ("401", "503")  # every /v1 route: without a key, while draining
@@ -252,6 +295,7 @@ def document() -> dict[str, Any]:
             ),
         },
         **_messages(c),
+        **_responses(c, v1),
         "/v1/warm": _post(
             c,
             "warm",

@@ -271,6 +271,97 @@ class AnthropicError(_Strict):
     error: AnthropicErrorDetail
 
 
+class ResponseInputTokens(_Strict):
+    cached_tokens: int  # what it found computed: a chained call's whole earlier conversation
+    cache_write_tokens: int
+
+
+class ResponseOutputTokens(_Strict):
+    reasoning_tokens: int
+
+
+class ResponseUsage(_Strict):
+    input_tokens: int
+    input_tokens_details: ResponseInputTokens
+    output_tokens: int
+    output_tokens_details: ResponseOutputTokens
+    total_tokens: int
+
+
+class OutputText(_Strict):
+    type: Literal["output_text"]
+    text: str
+    annotations: list[dict[str, object]]
+    logprobs: list[dict[str, object]]
+
+
+ItemStatus = Literal["in_progress", "completed", "incomplete"]
+
+
+class OutputMessage(_Strict):
+    type: Literal["message"]
+    id: str
+    status: ItemStatus
+    role: Literal["assistant"]
+    content: list[OutputText]
+
+
+class OutputFunctionCall(_Strict):
+    type: Literal["function_call"]
+    id: str
+    call_id: str
+    name: str
+    arguments: str
+    status: ItemStatus
+
+
+class OutputReasoningText(_Strict):
+    type: Literal["reasoning_text"]
+    text: str
+
+
+class OutputReasoning(_Strict):
+    type: Literal["reasoning"]
+    id: str
+    summary: list[dict[str, object]]
+    content: list[OutputReasoningText]
+    status: ItemStatus
+
+
+class ResponseObject(_Strict):
+    """A Responses API answer (docs/responses-api.md)."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    status: Literal["completed", "incomplete", "in_progress", "failed"]
+    error: dict[str, object] | None
+    incomplete_details: dict[str, object] | None
+    instructions: str | None
+    max_output_tokens: int | None
+    model: str
+    output: list[OutputMessage | OutputFunctionCall | OutputReasoning]
+    parallel_tool_calls: bool
+    previous_response_id: str | None
+    reasoning: dict[str, object]
+    store: bool
+    temperature: float | None
+    text: dict[str, object]
+    tool_choice: str | dict[str, object]
+    tools: list[dict[str, object]]
+    top_p: float | None
+    truncation: Literal["disabled"]
+    usage: ResponseUsage | None
+    user: str | None
+    metadata: dict[str, str]
+
+
+class ResponseDeleted(_Strict):
+    id: str
+    object: Literal["response"]
+    deleted: Literal[True]
+
+
 MODELS: tuple[type[BaseModel], ...] = (
     ChatCompletion,
     TextCompletion,
@@ -288,4 +379,6 @@ MODELS: tuple[type[BaseModel], ...] = (
     AnthropicMessage,
     TokenCount,
     AnthropicError,
+    ResponseObject,
+    ResponseDeleted,
 )

@@ -1,9 +1,9 @@
 """The Sanic app over a loaded runtime: the OpenAI routes (chat, completions, models), the
 session routes, /v1/warm, /tokenize and /detokenize, health, readiness, OpenAPI and metrics
-(Anthropic's Messages routes are added from server_messages.py), and the hooks around every
-request (the key, refusal once the engine died or the server drains, request ids, metrics, the
-drain at shutdown). Everything it serves is built in calls.py, openai_format.py, schemas.py,
-warm.py and tokenize.py.
+(Anthropic's Messages routes are added from server_messages.py, OpenAI's Responses routes from
+server_responses.py), and the hooks around every request (the key, refusal once the engine died
+or the server drains, request ids, metrics, the drain at shutdown). Everything it serves is
+built in calls.py, openai_format.py, schemas.py, warm.py and tokenize.py.
 
 NOTE: the api/server*.py modules are the only ones that use sanic (imported once, in
 sanic_kit.py).
@@ -34,10 +34,12 @@ from reame.api.served import Served
 from reame.api.server_errors import answer_error, error_response, to_api_error
 from reame.api.server_exchange import StreamLimits, authorization, observe, parse, send_stream
 from reame.api.server_messages import add_messages_routes
+from reame.api.server_responses import add_responses_routes
 from reame.api.tokenize import DetokenizeRequest, TokenizeRequest, detokenize, tokenize
 from reame.api.warm import WarmRequest, warm
 from reame.cache.prefix_reuse import SessionKey
 from reame.config import Settings
+from reame.responses_store import ResponseStore
 from reame.route_key import route_headers
 from reame.runtime import Runtime
 
@@ -284,6 +286,13 @@ def create_app(
             await call.close()
 
     add_messages_routes(app, served, state, limits)
+    responses = ResponseStore(
+        settings.responses_path,
+        settings.max_responses,
+        settings.responses_disk_mb << 20,
+        max(1, math.ceil(settings.key_share * settings.max_responses)) if keys else None,
+    )
+    add_responses_routes(app, served, state, limits, responses)
 
     @app.get("/v1/sessions")
     async def list_sessions(request: Request) -> HTTPResponse:

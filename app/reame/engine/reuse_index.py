@@ -8,7 +8,8 @@ A computed state can be in six places, and one `match` looks at all of them:
 - pinned, ram, disk, shared: stored states a worker thread prefetched for the request before it
   was queued (cache/prefix_reuse.py `prefetch`: its session's state, the longest whole stored
   prefix, a stored state that shares more and then parts), already in memory; restored into an
-  empty slot and cut back.
+  empty slot and cut back. A session's final state kept after its turn was prefetched counts as
+  pinned too (`kept_final`).
 
 How much of any of them a request may go on from is decided here alone (`_usable`): the
 exactness rule of engine/exact_reuse.py, and on memory that cannot be cut (recurrent layers)
@@ -26,7 +27,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -36,6 +37,8 @@ from reame.engine.exact_reuse import Computed, reuse_length
 from reame.engine.sequence import Sequence
 from reame.saved_state import SavedState, common_length
 
+# NOTE: a session's last final states held past the store's bounds (it may have let them go)
+MAX_FINALS = 4
 TIERS = ("resident", "warming", "pinned", "ram", "disk", "shared")
 
 
@@ -92,6 +95,7 @@ class ReuseIndex:
         self._budget = budget
         self._resident: dict[int, Resident] = {}  # least recently inserted first
         self._locks: Counter[int] = Counter()
+        self._finals: OrderedDict[str, SavedState] = OrderedDict()  # by session, oldest first
 
     def match(self, seq: Sequence, warming: Iterable[Sequence] = ()) -> Match | None:
         """The longest reusable start of `seq`'s prompt over every tier, None if nothing is
@@ -111,6 +115,9 @@ class ReuseIndex:
         for stored in request.stored:
             length = self._usable(stored.state, seq)
             found.append(Match(stored.tier, length, stored.state, state=stored.state))
+        final = self._finals.get(request.session) if request.session else None
+        if final is not None and not any(s.state is final for s in request.stored):
+            found.append(Match("pinned", self._usable(final, seq), final, state=final))
         best = max(
             (m for m in found if m.length > 0),
             key=lambda m: (m.length, -TIERS.index(m.tier)),
@@ -138,6 +145,15 @@ class ReuseIndex:
         if not self._can_cut and length != len(held.tokens):
             return 0
         return length
+
+    def kept_final(self, session: str, state: SavedState) -> None:
+        """A session's turn kept its final state here: it reaches the session store through the
+        outbox, after the answer has gone out, so the next turn, prefetched before, may miss
+        it there (a prefix cache may keep its KV resident; without one nothing else would)."""
+        self._finals.pop(session, None)
+        self._finals[session] = state
+        while len(self._finals) > MAX_FINALS:
+            self._finals.popitem(last=False)
 
     def insert(self, slot: int, resident: Resident) -> None:
         """A freed slot's KV holds `resident` (it replaces what the slot held before)."""

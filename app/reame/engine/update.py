@@ -349,7 +349,10 @@ class Update:
         is_done = seq.num_computed == len(seq.tokens)
         data = self.moves.read(seq.slot)
         if data is not None:
-            self.out.states.append(Kept(seq.saved(data), seq.request.scope, True, seq.num_cached))
+            state = seq.saved(data)
+            self.out.states.append(Kept(state, seq.request.scope, True, seq.num_cached))
+            if seq.request.session:
+                self.scheduler.reuse.kept_final(seq.request.session, state)
         if counted:
             metrics.WARM_AHEAD.labels("kept" if is_done else "yielded").inc()
         seq.warmed()
