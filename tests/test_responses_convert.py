@@ -9,8 +9,8 @@ from typing import Any
 
 import openai
 import pytest
-from pydantic import TypeAdapter
 from openai.lib.streaming.responses._responses import ResponseStreamState
+from pydantic import TypeAdapter
 
 from reame.api import responses_convert as convert
 from reame.api.errors import ApiError
@@ -18,6 +18,7 @@ from reame.api.responses_schemas import ResponsesRequest
 from reame.api.responses_stream import ResponseStream
 
 STREAM_EVENT = TypeAdapter(openai.types.responses.ResponseStreamEvent)
+IMAGE = {"type": "input_image", "image_url": "x"}
 RID = "resp_" + "a" * 24 + "b" * 24
 
 
@@ -26,16 +27,26 @@ def body(**fields: Any) -> ResponsesRequest:
 
 
 def test_a_thought_an_answer_and_its_calls_are_one_assistant_message() -> None:
+    def text(kind: str, said: str) -> dict[str, str]:
+        return {"type": kind, "text": said}
+
+    def call(call_id: str, city: str) -> dict[str, str]:
+        arguments = json.dumps({"city": city})
+        return {"type": "function_call", "call_id": call_id, "name": "f", "arguments": arguments}
+
     items = [
-        {"role": "user", "content": [{"type": "input_text", "text": "Weather "}, {"type": "input_text", "text": "in Turin?"}]},
-        {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "hm"}]},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Let me see."}]},
-        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city":"Turin"}'},
-        {"type": "function_call", "call_id": "c2", "name": "get_weather", "arguments": '{"city":"Milan"}'},
+        {
+            "role": "user",
+            "content": [text("input_text", "Weather "), text("input_text", "in Turin?")],
+        },
+        {"type": "reasoning", "summary": [], "content": [text("reasoning_text", "hm")]},
+        {"type": "message", "role": "assistant", "content": [text("output_text", "Let me see.")]},
+        call("c1", "Turin"),
+        call("c2", "Milan"),
         {"type": "function_call_output", "call_id": "c1", "output": "18 C"},
-        {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "20 C"}]},
+        {"type": "function_call_output", "call_id": "c2", "output": [text("input_text", "20 C")]},
         {"role": "developer", "content": "Answer in a word."},
-    ]  # fmt: skip
+    ]
     messages = convert.input_messages(body(input=items))
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "developer"]
     assert messages[0]["content"] == "Weather in Turin?"
@@ -82,13 +93,16 @@ def test_the_body_maps_onto_the_chat_fields() -> None:
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input.0.content.0"),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
+            "input.0.content.0",
+        ),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input.0"),
         ({"input": "x", "tools": [{"type": "web_search"}]}, "tools.0.type"),
         ({"input": "x", "conversation": "conv_1"}, "conversation"),
         ({"input": ""}, "input"),
     ],
-)  # fmt: skip
+)
 def test_what_is_not_served_is_a_400_naming_its_field(fields: dict, param: str) -> None:
     asked = body(**fields)
     with pytest.raises(ApiError) as refused:
@@ -131,7 +145,7 @@ def chunk(
     out: dict[str, Any] = {"choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
     if usage is not None:
         out = {"choices": [], "usage": usage}
-    return out  # fmt: skip
+    return out
 
 
 def events_of(frames: str) -> list[dict[str, Any]]:
@@ -156,7 +170,7 @@ def test_a_stream_is_accumulated_whole_by_the_sdk() -> None:
     )
     frames += stream.feed([chunk(usage={"prompt_tokens": 3, "completion_tokens": 4})])
     last, response = stream.finish()
-    frames += last  # fmt: skip
+    frames += last
     events = events_of(frames)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     state = ResponseStreamState(input_tools=openai.omit, text_format=openai.omit)
@@ -165,12 +179,13 @@ def test_a_stream_is_accumulated_whole_by_the_sdk() -> None:
     assert response is not None and events[-1]["type"] == "response.completed"
     assert [i["type"] for i in response["output"]] == ["reasoning", "message", "function_call"]
     assert response["output"][2]["arguments"] == '{"a":1}'
+    whole = {"name": "f", "arguments": '{"a":1}'}
     assert stream.said() == {
         "role": "assistant",
         "content": "Hello",
         "reasoning_content": "think",
-        "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}],
-    }  # fmt: skip
+        "tool_calls": [{"id": "call_9", "type": "function", "function": whole}],
+    }
 
 
 def test_a_failed_stream_ends_with_its_error() -> None:
