@@ -3,12 +3,13 @@ what a real `reame serve` answers with it, read by the real `openai` client."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 
 import pytest
 from openai import OpenAI
 
-from reame.route_key import ROUTE_HEADER, route_headers, route_key
+from reame.route_key import ROUTE_HEADER, first_input, responses_chain, route_headers, route_key
 from server_process import ServerProcess
 
 MODEL = "smollm2-135m"
@@ -49,6 +50,16 @@ def test_only_role_and_content_count_as_sent() -> None:
     assert route_key(MODEL, named) == route_key(MODEL, [SYSTEM, {"role": "user", "content": "hi"}])
     parts = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
     assert route_key(MODEL, parts) != route_key(MODEL, [{"role": "user", "content": "hi"}])
+
+
+def test_a_responses_chain_is_keyed_by_its_first_calls_model_instructions_and_input() -> None:
+    """The digest HAProxy's body frontend computes of the same strings (docker/haproxy)."""
+    chain = responses_chain(MODEL, "Be brief.", "Hi")
+    assert chain == hashlib.sha256(f"{MODEL}|Be brief.|Hi".encode()).hexdigest()[:24]
+    assert responses_chain(MODEL, None, "Hi") == responses_chain(MODEL, "", "Hi")
+    assert first_input("Hi") == first_input([{"role": "user", "content": "Hi"}]) == "Hi"
+    assert first_input([{"role": "user", "content": [{"type": "input_text"}]}]) == ""
+    assert first_input([]) == first_input(None) == ""
 
 
 def test_a_completion_without_a_session_has_no_key() -> None:

@@ -347,3 +347,35 @@ def test_through_the_messages_api_the_thought_is_a_thinking_block(
     assert final.content[1].text == made.content[1].text
     plain = messages.create(**{**asked, "thinking": {"type": "disabled"}})
     assert [b.type for b in plain.content] == ["text"]
+
+
+def test_through_the_responses_api_the_thought_is_a_reasoning_item(
+    server: ServerProcess, client: OpenAI
+) -> None:
+    """The openai SDK's responses calls: the chat's thought as a reasoning item before the
+    message, streamed as reasoning deltas then text deltas; effort none, no thought; a call
+    chained on it goes on from what the server kept."""
+    chat = ask(client, reasoning_effort="low").choices[0].message
+    asked = {
+        "model": "smollm2-135m",
+        "input": QUESTION[0]["content"],
+        "max_output_tokens": 96,
+        "temperature": 0,
+        "reasoning": {"effort": "low"},
+    }
+    made = client.responses.create(**asked)
+    assert [item.type for item in made.output] == ["reasoning", "message"]
+    assert made.output[0].content[0].text == reasoning_of(chat)
+    assert made.output_text == chat.content
+    with client.responses.stream(**asked) as stream:
+        kinds = [e.type for e in stream if e.type.endswith(".delta")]
+        final = stream.get_final_response()
+    assert kinds.index("response.output_text.delta") > kinds.index("response.reasoning_text.delta")
+    assert final.output[0].content[0].text == made.output[0].content[0].text
+    assert final.output_text == made.output_text
+    plain = client.responses.create(**{**asked, "reasoning": {"effort": "none"}})
+    assert [item.type for item in plain.output] == ["message"]
+    later = client.responses.create(
+        **{**asked, "input": "And of Italy?", "previous_response_id": made.id}
+    )
+    assert later.usage.input_tokens_details.cached_tokens > made.usage.input_tokens

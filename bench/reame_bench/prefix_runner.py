@@ -10,7 +10,11 @@
     then a few words (a short shared opening), and a 120-word passage then a few words (a
     long one), each seen once and then asked again with other words;
 (e) over HTTP, against servers that answer POST /v1/warm (Reame's): a 1.5k-word document
-    warmed before its question, against a question over a document not seen before.
+    warmed before its question, against a question over a document not seen before;
+(f) over HTTP, against servers that answer POST /v1/responses: a chain of ten calls behind a
+    1.5k-word instruction, the time of each call, each server its best way (chained by
+    previous_response_id where the server keeps the conversation, else the whole conversation
+    sent every call), and every server sent the whole conversation.
 
 Targets run one after another, never interleaved: each one's cache state is the point. Prompts
 are seeded, so a second invocation (after restarting the servers) sends the same ones.
@@ -35,6 +39,8 @@ ANSWER_TOKENS = 2  # only the time to first token matters here
 TURN_ANSWER_TOKENS = 24
 SWEEP_ANSWER_TOKENS = 64  # enough tokens for a decode rate (speculation as the server sets it)
 COLD, WARM, RESTARTED = "cold s", "warm s", "first after restart s"
+CHAIN_CALLS = 10
+CHAIN_ANSWER_TOKENS = 16
 
 
 def system_prompt(seed: int = 1501) -> str:
@@ -144,6 +150,68 @@ async def warmed_document(target: Target, runs: int, samples: Samples) -> None:
     samples["question after the warm, reused tokens"][target.name] = [statistics.median(reused)]
 
 
+async def responses_chain(target: Target, runs: int, samples: Samples) -> None:
+    """(f): each run two new instructions (seeded by the run), one chained and one sent whole;
+    a server that does not keep the conversation (its stored response is not found) is timed
+    sending it whole for both."""
+    respond = getattr(target, "respond", None)
+    if respond is None:  # NOTE: in process there is no route to call
+        return
+    best: list[list[float]] = [[] for _ in range(CHAIN_CALLS)]
+    whole: list[list[float]] = [[] for _ in range(CHAIN_CALLS)]
+    cached: list[list[float]] = [[] for _ in range(CHAIN_CALLS)]
+    keeps = 1.0
+    for run in range(runs):
+        for chained in (True, False):
+            instructions = system_prompt(seed=8000 + 2 * run + chained)
+            items: list[dict[str, object]] = []
+            previous: str | None = None
+            for call, question in enumerate(questions(CHAIN_CALLS)):
+                asked = {"role": "user", "content": question}
+                body: dict[str, object] = {
+                    "instructions": instructions,
+                    "max_output_tokens": CHAIN_ANSWER_TOKENS,
+                    "temperature": 0.0,
+                }
+                if chained and previous is not None and keeps:
+                    body |= {"input": [asked], "previous_response_id": previous}
+                else:
+                    body["input"] = [*items, asked]
+                began = time.perf_counter()
+                made = await respond(body)
+                took = time.perf_counter() - began
+                if made is None and chained and previous is not None:
+                    keeps, body["input"] = 0.0, [*items, asked]
+                    body.pop("previous_response_id")
+                    began = time.perf_counter()
+                    made = await respond(body)
+                    took = time.perf_counter() - began
+                if made is None:
+                    raise ValueError(f"{target.name}: POST /v1/responses refused {body}")
+                previous = made["id"]
+                said = "".join(
+                    part.get("text", "")
+                    for item in made["output"]
+                    if item.get("type") == "message"
+                    for part in item.get("content") or []
+                )
+                # NOTE: llama-server takes an assistant's turn only as a typed message item
+                items += [asked, {"type": "message", "role": "assistant", "content": said}]
+                (best if chained else whole)[call].append(took)
+                if chained:
+                    details = (made.get("usage") or {}).get("input_tokens_details") or {}
+                    cached[call].append(float(details.get("cached_tokens") or 0))
+    for call in range(CHAIN_CALLS):
+        samples[f"call {call + 1} s"][target.name] = [statistics.median(best[call])]
+        samples[f"call {call + 1} cached tokens"][target.name] = [statistics.median(cached[call])]
+    later = [t for times in best[1:] for t in times]
+    samples["calls 2-10, median s"][target.name] = [statistics.median(later)]
+    samples["whole conversation every call: calls 2-10, median s"][target.name] = [
+        statistics.median(t for times in whole[1:] for t in times)
+    ]
+    samples["kept the conversation (1: chained)"][target.name] = [keeps]
+
+
 async def bench_prefix(
     targets: Sequence[Target],
     runs: int,
@@ -174,6 +242,8 @@ async def bench_prefix(
         await shared_openings(target, runs, tables["(d) questions sharing their first words"])
         log(f"{target.name}: a document warmed before its question")
         await warmed_document(target, runs, tables["(e) a document warmed before its question"])
+        log(f"{target.name}: a Responses chain")
+        await responses_chain(target, runs, tables["(f) a Responses chain of ten calls"])
     out = {}
     for title, samples in tables.items():
         complete = {m: v for m, v in samples.items() if set(v) == set(names)}

@@ -189,6 +189,19 @@ class HttpTarget:
         except (httpx.HTTPError, ValueError) as exc:
             raise BenchTargetError(f"{self.name}: POST {url}: {_describe(exc)}") from exc
 
+    async def respond(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """POST /v1/responses (OpenAI's Responses API) with the model filled in: the server's
+        body, None where the server answers it 4xx (it does not serve what was asked)."""
+        url = f"{self.base}/v1/responses"
+        try:
+            response = await self._client.post(url, json={"model": self.model, **body})
+            if 400 <= response.status_code < 500:
+                return None
+            await _check_status(response, f"{self.name}: POST {url}")
+            return response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise BenchTargetError(f"{self.name}: POST {url}: {_describe(exc)}") from exc
+
     async def aclose(self) -> None:
         await self._client.aclose()
 
