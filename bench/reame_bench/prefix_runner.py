@@ -160,6 +160,7 @@ async def responses_chain(target: Target, runs: int, samples: Samples) -> None:
     best: list[list[float]] = [[] for _ in range(CHAIN_CALLS)]
     whole: list[list[float]] = [[] for _ in range(CHAIN_CALLS)]
     cached: list[list[float]] = [[] for _ in range(CHAIN_CALLS)]
+    written: list[float] = []  # NOTE: calls are timed whole, so their answers' lengths count
     keeps = 1.0
     for run in range(runs):
         for chained in (True, False):
@@ -199,8 +200,11 @@ async def responses_chain(target: Target, runs: int, samples: Samples) -> None:
                 items += [asked, {"type": "message", "role": "assistant", "content": said}]
                 (best if chained else whole)[call].append(took)
                 if chained:
-                    details = (made.get("usage") or {}).get("input_tokens_details") or {}
+                    usage = made.get("usage") or {}
+                    details = usage.get("input_tokens_details") or {}
                     cached[call].append(float(details.get("cached_tokens") or 0))
+                    if call > 0:
+                        written.append(float(usage.get("output_tokens") or 0))
     for call in range(CHAIN_CALLS):
         samples[f"call {call + 1} s"][target.name] = [statistics.median(best[call])]
         samples[f"call {call + 1} cached tokens"][target.name] = [statistics.median(cached[call])]
@@ -209,6 +213,7 @@ async def responses_chain(target: Target, runs: int, samples: Samples) -> None:
     samples["whole conversation every call: calls 2-10, median s"][target.name] = [
         statistics.median(t for times in whole[1:] for t in times)
     ]
+    samples["calls 2-10, mean output tokens"][target.name] = [statistics.mean(written)]
     samples["kept the conversation (1: chained)"][target.name] = [keeps]
 
 
