@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reame.api.chunk_reader import ChunkReader
 from reame.api.errors import ApiError
 from reame.api.messages_convert import error_body, message_id, stop_reason, usage
 
@@ -18,16 +19,14 @@ def event(kind: str, data: dict[str, Any]) -> str:
     return f"event: {kind}\ndata: {payload}\n\n"
 
 
-class MessageStream:
+class MessageStream(ChunkReader):
     def __init__(self, rid: str, model: str, num_prompt_tokens: int) -> None:
+        super().__init__()
         self.rid, self.model = rid, model
         self.num_prompt_tokens = num_prompt_tokens
         self._index = -1  # the open block's index (-1: none yet)
         self._open: str | None = None  # its type
         self._tool_blocks: dict[int, int] = {}  # a chat tool call's index -> its block's
-        self._finish: str | None = None
-        self._usage: dict[str, Any] | None = None
-        self.is_failed = False
 
     def start(self) -> str:
         message = {
@@ -42,26 +41,12 @@ class MessageStream:
         }
         return event("message_start", {"message": message})
 
-    def feed(self, chunks: list[dict[str, Any]]) -> str:
-        """The events of one hand-over's chunks."""
-        out: list[str] = []
-        for chunk in chunks:
-            if "error" in chunk:  # NOTE: the answer failed after the stream began
-                error = chunk["error"]
-                self.is_failed = True
-                out.append(event("error", error_body(_api_error(error))))
-                continue
-            if chunk.get("usage"):
-                self._usage = chunk["usage"]
-            for choice in chunk.get("choices") or []:
-                out += self._delta(choice.get("delta") or {})
-                if choice.get("finish_reason"):
-                    self._finish = choice["finish_reason"]
-        return "".join(out)
+    def _error(self, error: dict[str, Any]) -> str:
+        return event("error", error_body(_api_error(error)))
 
     def message(self) -> dict[str, Any]:
         """The whole message of an answer with nothing written (max_tokens 0)."""
-        totals = self._usage or {"prompt_tokens": self.num_prompt_tokens, "completion_tokens": 0}
+        totals = self.totals or {"prompt_tokens": self.num_prompt_tokens, "completion_tokens": 0}
         return {
             "id": message_id(self.rid),
             "type": "message",
@@ -78,10 +63,10 @@ class MessageStream:
             return ""
         out = self._close()
         delta = {
-            "stop_reason": stop_reason(self._finish, stop_sequence),
+            "stop_reason": stop_reason(self.finish_reason, stop_sequence),
             "stop_sequence": stop_sequence,
         }
-        totals = self._usage or {"prompt_tokens": self.num_prompt_tokens, "completion_tokens": 0}
+        totals = self.totals or {"prompt_tokens": self.num_prompt_tokens, "completion_tokens": 0}
         out.append(event("message_delta", {"delta": delta, "usage": usage(totals)}))
         out.append(event("message_stop", {}))
         return "".join(out)

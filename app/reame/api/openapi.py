@@ -193,10 +193,16 @@ def _post(
     }
 
 
-def _messages(c: _Components) -> dict[str, Any]:
-    """Anthropic's routes: their errors in Anthropic's shape, a stream of named events."""
-    error = c.ref(out.AnthropicError)
-    ok = _json(c.ref(out.AnthropicMessage), "The message; with `stream: true`, its events")
+def _streamed_post(
+    c: _Components,
+    operation_id: str,
+    summary: str,
+    request: type[BaseModel],
+    response: type[BaseModel],
+    error: dict[str, str],
+) -> dict[str, Any]:
+    """A route answering its body as JSON, or with `stream: true` as named events."""
+    ok = _json(c.ref(response), "The answer; with `stream: true`, its events")
     ok["content"]["text/event-stream"] = {
         "schema": {
             "type": "object",
@@ -206,18 +212,31 @@ def _messages(c: _Components) -> dict[str, Any]:
     }
     statuses = ("400", "401", "404", "413", "429", "503")
     return {
-        "/v1/messages": {
-            "post": {
-                "operationId": "createMessage",
-                "summary": "Anthropic's Messages API (docs/messages-api.md)",
-                "parameters": [_request_id_parameter()],
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": c.ref(MessagesRequest)}},
-                },
-                "responses": {"200": ok, **_errors(error, *statuses)},
-            }
-        },
+        "post": {
+            "operationId": operation_id,
+            "summary": summary,
+            "parameters": [_request_id_parameter()],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": c.ref(request)}},
+            },
+            "responses": {"200": ok, **_errors(error, *statuses)},
+        }
+    }
+
+
+def _messages(c: _Components) -> dict[str, Any]:
+    """Anthropic's routes: their errors in Anthropic's shape, a stream of named events."""
+    error = c.ref(out.AnthropicError)
+    return {
+        "/v1/messages": _streamed_post(
+            c,
+            "createMessage",
+            "Anthropic's Messages API (docs/messages-api.md)",
+            MessagesRequest,
+            out.AnthropicMessage,
+            error,
+        ),
         "/v1/messages/count_tokens": _post(
             c,
             "countMessageTokens",
@@ -232,30 +251,16 @@ def _messages(c: _Components) -> dict[str, Any]:
 
 def _responses(c: _Components, v1: tuple[str, ...]) -> dict[str, Any]:
     """OpenAI's Responses routes: a stream of typed events; stored responses by id."""
-    ok = _json(c.ref(out.ResponseObject), "The response; with `stream: true`, its events")
-    ok["content"]["text/event-stream"] = {
-        "schema": {
-            "type": "object",
-            "required": ["data"],
-            "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
-        }
-    }
-    error = c.ref(out.ErrorBody)
-    statuses = ("400", "401", "404", "413", "429", "503")
     one = ("response_id",)
     return {
-        "/v1/responses": {
-            "post": {
-                "operationId": "createResponse",
-                "summary": "OpenAI's Responses API (docs/responses-api.md)",
-                "parameters": [_request_id_parameter()],
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": c.ref(ResponsesRequest)}},
-                },
-                "responses": {"200": ok, **_errors(error, *statuses)},
-            }
-        },
+        "/v1/responses": _streamed_post(
+            c,
+            "createResponse",
+            "OpenAI's Responses API (docs/responses-api.md)",
+            ResponsesRequest,
+            out.ResponseObject,
+            c.ref(out.ErrorBody),
+        ),
         "/v1/responses/{response_id}": {
             "get": _get(
                 c, "getResponse", "A stored response", out.ResponseObject, ("404", *v1), *one

@@ -13,11 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 from reame.api import responses_convert as convert
+from reame.api.chunk_reader import ChunkReader
 
 
-class ResponseStream:
+class ResponseStream(ChunkReader):
     def __init__(self, response_id: str, describe: Callable[..., dict[str, Any]]) -> None:
         """`describe(output, totals, finish_reason)`: the Response object at that point."""
+        super().__init__()
         self.response_id = response_id
         self._own = response_id.removeprefix("resp_")
         self._describe = describe
@@ -27,32 +29,12 @@ class ResponseStream:
         self._calls: dict[int, int] = {}  # a chat tool call's index -> the calls' number
         self.thought, self.text = "", ""
         self.tool_calls: list[dict[str, Any]] = []
-        self.totals: dict[str, Any] | None = None
-        self.finish_reason: str | None = None
-        self.is_failed = False
 
     def start(self) -> str:
         response = self._describe([], None, None)
         return self._event("response.created", {"response": response}) + self._event(
             "response.in_progress", {"response": response}
         )
-
-    def feed(self, chunks: list[dict[str, Any]]) -> str:
-        """The events of one hand-over's chunks."""
-        out: list[str] = []
-        for chunk in chunks:
-            if "error" in chunk:  # NOTE: the answer failed after the stream began
-                error = chunk["error"]
-                self.is_failed = True
-                out.append(self._failed(error))
-                continue
-            if chunk.get("usage"):
-                self.totals = chunk["usage"]
-            for choice in chunk.get("choices") or []:
-                out += self._delta(choice.get("delta") or {})
-                if choice.get("finish_reason"):
-                    self.finish_reason = choice["finish_reason"]
-        return "".join(out)
 
     def said(self) -> dict[str, Any]:
         """What the answer said, as the chat message the conversation keeps."""
@@ -187,7 +169,7 @@ class ResponseStream:
     def _part_delta(self, kind: str, delta: str, **extra: Any) -> str:
         return self._event(kind, {**self._where(), "content_index": 0, "delta": delta, **extra})
 
-    def _failed(self, error: dict[str, Any]) -> str:
+    def _error(self, error: dict[str, Any]) -> str:
         body = {
             "code": error.get("code") or error.get("type") or "server_error",
             "message": str(error.get("message", "the answer failed")),
