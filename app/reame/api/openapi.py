@@ -193,6 +193,9 @@ def _post(
     }
 
 
+STREAMED_STATUSES = ("400", "401", "404", "413", "429", "503")
+
+
 def _streamed_post(
     c: _Components,
     operation_id: str,
@@ -202,27 +205,15 @@ def _streamed_post(
     error: dict[str, str],
 ) -> dict[str, Any]:
     """A route answering its body as JSON, or with `stream: true` as named events."""
-    ok = _json(c.ref(response), "The answer; with `stream: true`, its events")
-    ok["content"]["text/event-stream"] = {
+    route = _post(c, operation_id, summary, request, response, STREAMED_STATUSES, error)
+    route["post"]["responses"]["200"]["content"]["text/event-stream"] = {
         "schema": {
             "type": "object",
             "required": ["data"],
             "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
         }
     }
-    statuses = ("400", "401", "404", "413", "429", "503")
-    return {
-        "post": {
-            "operationId": operation_id,
-            "summary": summary,
-            "parameters": [_request_id_parameter()],
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": c.ref(request)}},
-            },
-            "responses": {"200": ok, **_errors(error, *statuses)},
-        }
-    }
+    return route
 
 
 def _messages(c: _Components) -> dict[str, Any]:
