@@ -179,11 +179,14 @@ class HttpTarget:
         except httpx.HTTPError as exc:
             raise BenchTargetError(f"{self.name}: POST {url}: {_describe(exc)}") from exc
 
-    async def warm(self, messages: Messages) -> dict[str, Any]:
-        """POST /v1/warm (Reame's): the messages computed, no answer; the server's body."""
+    async def warm(self, messages: Messages) -> dict[str, Any] | None:
+        """POST /v1/warm (Reame's): the messages computed, no answer; the server's body, None
+        where the server has no such route (a 404)."""
         url = f"{self.base}/v1/warm"
         try:
             response = await self._client.post(url, json={"messages": messages})
+            if response.status_code == 404:
+                return None
             await _check_status(response, f"{self.name}: POST {url}")
             return response.json()
         except (httpx.HTTPError, ValueError) as exc:
