@@ -75,6 +75,27 @@ def test_candidates_share_one_prefill_and_write_what_their_seeds_write_alone(
     assert [c.finish.num_cached_tokens for c in verdict.candidates[1:]] == [len(prompt)] * 4
 
 
+def test_a_greedy_conclave_explores_beside_its_greedy_anchor(runtime: Runtime) -> None:
+    """Candidate 0 writes the plain greedy answer; candidate k what a single request with seed
+    + k at the exploring temperature writes. Before, every candidate of a greedy Conclave wrote
+    the greedy answer (stop 45: candidate_jobs only shifted the seed)."""
+    prompt = chat(runtime, CATS)
+    params = runtime.service.sampling(temperature=0.0, seed=40, max_tokens=24)
+    verdict = asyncio.run(
+        convene(runtime.service, Job(prompt, params), 3, "line", False, explore=0.7)
+    )
+    greedy = runtime.service.generate(prompt, params)[1]
+    warm = [
+        runtime.service.generate(
+            prompt, params.model_copy(update={"seed": 40 + k, "temperature": 0.7})
+        )[1]
+        for k in (1, 2)
+    ]
+    assert [c.text for c in verdict.candidates] == [greedy, *warm]
+    assert len({greedy, *warm}) > 1  # explored: not three copies of one answer
+    assert verdict.tally.agreement() == f"{max(map(len, verdict.tally.votes.values()))}/3"
+
+
 def test_the_early_stop_stops_the_stragglers_and_frees_their_sequences(runtime: Runtime) -> None:
     prompt = chat(runtime, CATS)
     params = runtime.service.sampling(temperature=0.9, seed=7, max_tokens=120)
@@ -216,6 +237,24 @@ def test_a_streamed_conclave_sends_the_winner_in_one_delta(client: OpenAI) -> No
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == whole.choices[0].message.content
     assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+
+
+def test_a_conclave_says_its_agreement_in_a_header(client: OpenAI) -> None:
+    made = client.chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": SUM}],
+        temperature=0.0,
+        seed=2,
+        max_tokens=30,
+        extra_body={"best_of": 3, "vote_on": "number", "vote_early_stop": False},
+    )
+    conclave = made.parse().model_extra["conclave"]
+    agreed = conclave["tally"].get(conclave["answer"], 0) if conclave["answer"] else 0
+    assert made.headers["X-Reame-Conclave"] == f"{agreed}/3"
+    plain = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": SUM}], max_tokens=4
+    )
+    assert "X-Reame-Conclave" not in plain.headers
 
 
 def test_completions_take_openai_best_of(client: OpenAI) -> None:

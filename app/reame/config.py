@@ -101,6 +101,13 @@ class Settings(BaseSettings):
         1, ge=1, le=64, description="Conclave candidates when a request does not say (1: none)"
     )
     max_best_of: int = Field(8, ge=1, le=64, description="largest best_of a request may ask for")
+    conclave_temperature: float = Field(
+        0.7,
+        ge=0.0,
+        le=2.0,
+        description="a Conclave's candidates after the first sample at least this warm, each with "
+        "its own seed (the first keeps the request's sampling: greedy stays greedy)",
+    )
     vote_on: str = Field(
         "auto",
         description="answer voted on: auto, number, choice, line, a name from vote_rules, or a "

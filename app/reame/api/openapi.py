@@ -120,6 +120,11 @@ def _generation(
         "call's with a session id): reame.route_key, docs/http-api.md",
         "schema": {"type": "string"},
     }
+    ok["headers"]["X-Reame-Conclave"] = {
+        "description": "After a Conclave (best_of above 1), not streamed: how many candidates "
+        "agreed on the answer, of how many, e.g. 2/3 (docs/conclave.md)",
+        "schema": {"type": "string", "pattern": "^[0-9]+/[0-9]+$"},
+    }
     return {
         "post": {
             "operationId": response.__name__[0].lower() + response.__name__[1:],

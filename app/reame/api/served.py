@@ -38,6 +38,7 @@ class Served:
     thinking: ThinkingDefaults = field(default_factory=ThinkingDefaults)
     reasoning_inline: bool = False  # reasoning_format "inline": thoughts stay in content
     key_places: int | None = None  # request places one key may hold (None: no keys, no bound)
+    explore: float = 0.7  # a Conclave's candidates after the first sample at least this warm
     held: dict[str, int] = field(default_factory=dict)  # places each key holds now
 
     def failure(self, finish: FinishEvent) -> ApiError:

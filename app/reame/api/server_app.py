@@ -97,6 +97,7 @@ def create_app(
         settings.tenancy == "per_key",
         ThinkingDefaults(settings.reasoning_budget, settings.reasoning_effort_budgets),
         settings.reasoning_format == "inline",
+        explore=settings.conclave_temperature,
         key_places=(
             max(1, math.ceil(settings.key_share * runtime.service.engine.max_places))
             if keys
@@ -278,7 +279,8 @@ def create_app(
         try:
             await call.start()
             if not body.stream:
-                return json(await call.response(), headers=route)
+                answer = await call.response()
+                return json(answer, headers=route | call.verdict_headers())
             await send_stream(request, call.frames(), route, limits)
             return None
         finally:

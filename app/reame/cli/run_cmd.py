@@ -59,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
     if prompt is None and not sys.stdin.isatty():
         prompt = sys.stdin.read()
     with Runtime(settings) as runtime:
-        chat = Chat(runtime.service, params, args.system, Vote(best_of, rule))
+        chat = Chat(
+            runtime.service, params, args.system, Vote(best_of, rule, settings.conclave_temperature)
+        )
         if prompt is not None:
             chat.say(prompt)
             return 0
@@ -72,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
 class Vote:
     best_of: int  # 1: no Conclave
     rule: str | re.Pattern[str]
+    explore: float  # the candidates after the first sample at least this warm
 
 
 class Chat:
@@ -126,7 +129,10 @@ class Chat:
     def _convene(self, prompt: list[int]) -> str:
         """Print the winning candidate's text, and the tally on stderr."""
         n = self.vote.best_of
-        verdict = asyncio.run(convene(self.service, Job(prompt, self.params), n, self.vote.rule))
+        job = Job(prompt, self.params)
+        verdict = asyncio.run(
+            convene(self.service, job, n, self.vote.rule, explore=self.vote.explore)
+        )
         if (failed := verdict.failed) is not None:
             raise ConfigError(f"the Conclave failed: {failed.error or failed.reason}")
         sys.stdout.write(verdict.winner.text)

@@ -62,16 +62,21 @@ class Verdict:
         return {**self.tally.summary(), "tokens_saved": self.tokens_saved}
 
 
-def candidate_jobs(job: Job, n: int) -> list[Job]:
-    """N copies of a job; candidate k draws with seed + k (a random seed each when unseeded)."""
+def candidate_jobs(job: Job, n: int, explore: float = 0.0) -> list[Job]:
+    """N candidates of a job. Candidate 0 is the job itself (greedy stays greedy); candidate k
+    samples at `explore` or the job's own temperature, the warmer, with seed + k (a random seed
+    each when unseeded). Without that floor a greedy Conclave is N copies of one answer."""
     seed = job.params.seed
-    return [
+    warmer = max(job.params.temperature, explore)
+    return [job] + [
         replace(
             job,
-            params=job.params.model_copy(update={"seed": seed + k if seed is not None else None}),
-            session=job.session if k == 0 else None,
+            params=job.params.model_copy(
+                update={"seed": seed + k if seed is not None else None, "temperature": warmer}
+            ),
+            session=None,
         )
-        for k in range(n)
+        for k in range(1, n)
     ]
 
 
@@ -80,21 +85,22 @@ def open_conclave(
     job: Job,
     n: int,
     prepared: tuple[list[Job], list[GenerationRequest]] | None = None,
+    explore: float = 0.0,
 ) -> AsyncGenerator[list[ChoiceEvent]]:
     """The candidates' event stream, for a caller that wants it accepted (its first, empty
     batch read) before it answers: then pass it to `convene`. `prepared`: the candidate jobs
     and their engine requests, made already off the loop (prepare_conclave)."""
     if prepared is not None:
         return service.astream_many(prepared[0], shared_prompt=True, requests=prepared[1])
-    return service.astream_many(candidate_jobs(job, n), shared_prompt=True)
+    return service.astream_many(candidate_jobs(job, n, explore), shared_prompt=True)
 
 
 def prepare_conclave(
-    service: Service, job: Job, n: int
+    service: Service, job: Job, n: int, explore: float = 0.0
 ) -> tuple[list[Job], list[GenerationRequest]]:
     """The candidate jobs of `job` and their engine requests (one prefix lookup for all). May
     read the disk: call it off the event loop."""
-    jobs = candidate_jobs(job, n)
+    jobs = candidate_jobs(job, n, explore)
     return jobs, service.prepare(jobs, shared_prompt=True)
 
 
@@ -105,12 +111,13 @@ async def convene(
     rule: str | re.Pattern[str] = "auto",
     early_stop: bool = True,
     stream: AsyncGenerator[list[ChoiceEvent]] | None = None,
+    explore: float = 0.0,
 ) -> Verdict:
     """Run N candidates of `job` and count their answers by `rule`."""
     tally = Tally(n)
     candidates = [Candidate() for _ in range(n)]
     if stream is None:
-        stream = open_conclave(service, job, n)
+        stream = open_conclave(service, job, n, explore=explore)
     try:
         async for batch in stream:
             for item in batch:

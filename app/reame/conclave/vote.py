@@ -3,8 +3,9 @@
 A finished candidate votes for its extracted answer, or abstains when it has none. An answer
 held by more than half of all N candidates wins at once (the ones still running can no longer
 change it). When every candidate is in without such a majority, the most votes win; a tie goes
-to the answer of the lowest-numbered candidate among those tied (candidate k has seed + k, so
-the choice is reproducible). With no answer at all, candidate 0's text is the response.
+to the answer of the lowest-numbered candidate among those tied (candidate 0 is the request's
+own sampling, candidate k has seed + k, so the choice is reproducible). With no answer at all,
+candidate 0's text is the response.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ class Tally:
         tied = [(min(v), a) for a, v in self.votes.items() if len(v) == most]
         candidate, answer = min(tied)
         return answer, candidate
+
+    def agreement(self) -> str:
+        """How many candidates voted for the winning answer, of how many: "2/3" (0 when nobody
+        answered)."""
+        answer, _ = self.winner()
+        return f"{len(self.votes.get(answer, [])) if answer is not None else 0}/{self.size}"
 
     def summary(self) -> dict[str, object]:
         """The `conclave` field of a response."""

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from reame.cli.common import add_settings_flags
-from reame_bench.cli import structured
+from reame_bench.cli import exam, structured
 from reame_bench.synthetic_shapes import SHAPES
 
 
@@ -250,3 +250,4 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         "(or give a running peer as --url, which is not restarted)",
     )
     structured.add_flags(p)
+    exam.add_flags(p)

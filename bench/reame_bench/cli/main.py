@@ -12,6 +12,7 @@ from reame.errors import ConfigError
 from reame.runtime import Runtime
 from reame_bench.cli import structured
 from reame_bench.cli.cluster import bench_cluster
+from reame_bench.cli.exam import bench_exam
 from reame_bench.cli.flags import add_flags
 from reame_bench.cli.hostile import bench_hostile
 from reame_bench.cli.in_process import bench_conclave, bench_structure
@@ -48,6 +49,8 @@ def bench(args: argparse.Namespace) -> int:
         return bench_step_costs(args)
     if args.structured:
         return structured.bench(args, progress)
+    if args.exam is not None:
+        return bench_exam(args)
     if args.cluster:
         return bench_cluster(args)
     if args.hostile:

@@ -1,0 +1,133 @@
+"""`reame bench --exam`: how often the answers are right, not how fast they come.
+
+A document and its questions (exam_score.py) go to each --url server as chats: the document in
+the system message, one question a request, greedy, each answer scored right, missing or
+invented, with its time to first token and the exam's wall time. With --best-of N each server
+is examined again with a Conclave of N (Reame's `best_of`; a server that refuses it is left out
+of that row). --needles N plants N facts at even depths of the document and asks each: the
+N-needle test, from any long text.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reame_bench.exam_score import Question, Tally, read_exam, score
+from reame_bench.sse_reader import ChunkTally
+from reame_bench.targets import BenchTargetError, HttpTarget
+
+EXAM_DIR = Path(__file__).parent / "data" / "exam"
+INSTRUCTIONS = (
+    "Answer the question from the document below only, in one short sentence. If the document "
+    "does not say, answer that it does not say.\n\nDocument:\n"
+)
+ANSWER_TOKENS = 64
+_COLOURS = ("red", "blue", "green", "yellow", "white", "black", "orange", "purple", "grey", "pink")
+
+
+@dataclass(slots=True)
+class Sitting:
+    """One target's answers to the exam."""
+
+    tally: Tally = field(default_factory=Tally)
+    ttft: list[float] = field(default_factory=list)
+    wall: float = 0.0
+    answers: list[dict[str, str]] = field(default_factory=list)
+
+
+def load_exam(document: Path, questions: Path) -> tuple[str, list[Question]]:
+    """The document's text and its questions (JSONL); a ValueError naming a bad line."""
+    lines = []
+    for number, line in enumerate(questions.read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                lines.append(json.loads(line))
+            except ValueError as exc:
+                raise ValueError(f"{questions}:{number}: not JSON ({exc})") from exc
+    return document.read_text(), read_exam(lines)
+
+
+def plant_needles(haystack: str, count: int) -> tuple[str, list[Question]]:
+    """`count` facts ("The code of the red door is 4127.") planted at even depths of
+    `haystack` (between its paragraphs, else its sentences), and a question for each."""
+    if not 1 <= count <= len(_COLOURS):
+        raise ValueError(f"--needles is 1 to {len(_COLOURS)}")
+    parts = [p for p in haystack.split("\n\n") if p.strip()]
+    if len(parts) <= count:
+        parts = [s.strip() + "." for s in haystack.split(".") if s.strip()]
+    questions, total = [], len(parts)
+    for k in range(count):
+        code = 1000 + (7919 * (k + 1)) % 9000
+        colour = _COLOURS[k]
+        at = round((k + 1) * total / (count + 1))
+        parts.insert(at + k, f"The code of the {colour} door is {code}.")
+        questions.append(
+            Question(f"What is the code of the {colour} door?", accept=(rf"\b{code}\b",))
+        )
+    return "\n\n".join(parts), questions
+
+
+async def sit(
+    target: HttpTarget,
+    document: str,
+    questions: Sequence[Question],
+    best_of: int | None,
+    log: Callable[[str], None],
+) -> Sitting | None:
+    """The target's answers, or None if it refuses the Conclave asked for."""
+    sitting = Sitting()
+    began = time.perf_counter()
+    for number, question in enumerate(questions, start=1):
+        body: dict[str, Any] = {
+            "model": target.model,
+            "messages": [
+                {"role": "system", "content": INSTRUCTIONS + document},
+                {"role": "user", "content": question.question},
+            ],
+            "max_tokens": ANSWER_TOKENS,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if best_of is not None:
+            body |= {"best_of": best_of, "vote_on": "line"}
+        try:
+            fold = await target.stream_body(body, ChunkTally)
+        except BenchTargetError as exc:  # NOTE: a server without best_of answers it 400
+            if best_of is not None:
+                log(f"{target.name}: no Conclave ({exc})")
+                return None
+            raise
+        answer = fold.timeline.text.strip()
+        verdict = score(answer, question, document)
+        sitting.tally.add(verdict)
+        sitting.ttft.append(fold.timeline.ttft)
+        sitting.answers.append({"question": question.question, "answer": answer, "score": verdict})
+        log(f"{target.name}: {number}/{len(questions)} {verdict}")
+    sitting.wall = time.perf_counter() - began
+    return sitting
+
+
+def report(sittings: dict[str, Sitting], num_questions: int) -> str:
+    """One row a target (and Conclave): right, missing, invented, time to first token, wall."""
+    rows = [("target", "right", "missing", "invented", "median ttft s", "wall s")]
+    for name, s in sittings.items():
+        c = s.tally.counts
+        rows.append(
+            (
+                name,
+                f"{c['right']}/{num_questions}",
+                str(c["missing"]),
+                str(c["invented"]),
+                f"{statistics.median(s.ttft):.3f}",
+                f"{s.wall:.1f}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows)
