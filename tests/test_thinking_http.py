@@ -354,7 +354,9 @@ def test_through_the_responses_api_the_thought_is_a_reasoning_item(
 ) -> None:
     """The openai SDK's responses calls: the chat's thought as a reasoning item before the
     message, streamed as reasoning deltas then text deltas; effort none, no thought; a call
-    chained on it goes on from what the server kept."""
+    chained on it reads as the same conversation sent whole (the thought sent back as a
+    reasoning item). Whether it reuses the rewritten history is warm-ahead's, self-regulated:
+    test_a_later_turn_goes_on_from_its_history_computed_ahead_and_answers_as_cold."""
     chat = ask(client, reasoning_effort="low").choices[0].message
     asked = {
         "model": "smollm2-135m",
@@ -378,4 +380,12 @@ def test_through_the_responses_api_the_thought_is_a_reasoning_item(
     later = client.responses.create(
         **{**asked, "input": "And of Italy?", "previous_response_id": made.id}
     )
-    assert later.usage.input_tokens_details.cached_tokens > made.usage.input_tokens
+    # the same conversation sent whole: the chain kept the thought and the answer as they were
+    conversation = [
+        {"role": "user", "content": QUESTION[0]["content"]},
+        *[item.model_dump(exclude_none=True) for item in made.output],
+        {"role": "user", "content": "And of Italy?"},
+    ]
+    whole = client.responses.create(**{**asked, "input": conversation, "store": False})
+    assert later.usage.input_tokens == whole.usage.input_tokens
+    assert later.output_text == whole.output_text
