@@ -98,16 +98,16 @@ async def sit(
         if best_of is not None:
             body |= {"best_of": best_of, "vote_on": "line"}
         try:
-            fold = await target.stream_body(body, ChunkTally)
+            timeline = await target.stream_body(body, ChunkTally)
         except BenchTargetError as exc:  # NOTE: a server without best_of answers it 400
             if best_of is not None:
                 log(f"{target.name}: no Conclave ({exc})")
                 return None
             raise
-        answer = fold.timeline.text.strip()
+        answer = timeline.text.strip()
         verdict = score(answer, question, document)
         sitting.tally.add(verdict)
-        sitting.ttft.append(fold.timeline.ttft)
+        sitting.ttft.append(timeline.ttft)
         sitting.answers.append({"question": question.question, "answer": answer, "score": verdict})
         log(f"{target.name}: {number}/{len(questions)} {verdict}")
     sitting.wall = time.perf_counter() - began
