@@ -3,9 +3,9 @@
 A document and its questions (exam_score.py) go to each --url server as chats: the document in
 the system message, one question a request, greedy, each answer scored right, missing or
 invented, with its time to first token and the exam's wall time. With --best-of N each server
-is examined again with a Conclave of N (Reame's `best_of`; a server that refuses it is left out
-of that row). --needles N plants N facts at even depths of the document and asks each: the
-N-needle test, from any long text.
+is examined again with a Conclave of N (Reame's `best_of`; a server that refuses it, or ignores
+it, is left out of that row). --needles N plants N facts at even depths of the document and
+asks each: the N-needle test, from any long text.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from reame_bench.exam_score import Question, Tally, read_exam, score
 from reame_bench.sse_reader import ChunkTally
-from reame_bench.targets import BenchTargetError, HttpTarget
+from reame_bench.targets import HttpTarget
 
 EXAM_DIR = Path(__file__).parent / "data" / "exam"
 INSTRUCTIONS = (
@@ -81,6 +81,9 @@ async def sit(
     log: Callable[[str], None],
 ) -> Sitting | None:
     """The target's answers, or None if it refuses the Conclave asked for."""
+    if best_of is not None and not await _holds_conclaves(target, best_of):
+        log(f"{target.name}: no Conclave (its answer to best_of has no tally)")
+        return None
     sitting = Sitting()
     began = time.perf_counter()
     for number, question in enumerate(questions, start=1):
@@ -97,13 +100,7 @@ async def sit(
         }
         if best_of is not None:
             body |= {"best_of": best_of, "vote_on": "line"}
-        try:
-            timeline = await target.stream_body(body, ChunkTally)
-        except BenchTargetError as exc:  # NOTE: a server without best_of answers it 400
-            if best_of is not None:
-                log(f"{target.name}: no Conclave ({exc})")
-                return None
-            raise
+        timeline = await target.stream_body(body, ChunkTally)
         answer = timeline.text.strip()
         verdict = score(answer, question, document)
         sitting.tally.add(verdict)
@@ -112,6 +109,19 @@ async def sit(
         log(f"{target.name}: {number}/{len(questions)} {verdict}")
     sitting.wall = time.perf_counter() - began
     return sitting
+
+
+async def _holds_conclaves(target: HttpTarget, best_of: int) -> bool:
+    """Whether the server runs a Conclave: a server that ignores `best_of` (llama-server)
+    answers without a tally."""
+    body = {
+        "model": target.model,
+        "messages": [{"role": "user", "content": "Say yes."}],
+        "max_tokens": 2,
+        "best_of": best_of,
+    }
+    answer = await target.post("/v1/chat/completions", body)
+    return answer is not None and "conclave" in answer
 
 
 def report(sittings: dict[str, Sitting], num_questions: int) -> str:

@@ -195,9 +195,13 @@ class HttpTarget:
     async def respond(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """POST /v1/responses (OpenAI's Responses API) with the model filled in: the server's
         body, None where the server answers it 4xx (it does not serve what was asked)."""
-        url = f"{self.base}/v1/responses"
+        return await self.post("/v1/responses", {"model": self.model, **body})
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The server's JSON answer to `body`, None where it answers 4xx."""
+        url = f"{self.base}{path}"
         try:
-            response = await self._client.post(url, json={"model": self.model, **body})
+            response = await self._client.post(url, json=body)
             if 400 <= response.status_code < 500:
                 return None
             await _check_status(response, f"{self.name}: POST {url}")
