@@ -39,6 +39,7 @@ LABELLED = [  # (question, answer, the label a reader gave it)
     (POOL, "The document does not say how deep the pool is.", "right"),
     (POOL, "That is not mentioned in the text.", "right"),
     (POOL, "The pool is 2 metres deep.", "invented"),
+    (POOL, "The hotel has 12 stars.", "invented"),  # 12 is in the document, but not an answer
     (POOL, "The hotel has a pool.", "missing"),
 ]
 
@@ -54,7 +55,7 @@ def test_the_tally_counts_each_score() -> None:
     tally = Tally()
     for question, answer, _ in LABELLED:
         tally.add(score(answer, question, DOCUMENT))
-    assert tally.counts == {"right": 7, "missing": 4, "invented": 7} and tally.total == 18
+    assert tally.counts == {"right": 7, "missing": 4, "invented": 8} and tally.total == 19
 
 
 def test_grounding_names_what_the_document_does_not_hold() -> None:

@@ -7,7 +7,8 @@ invented: a wrong value the model is known to give). A question the document can
 
 An answer no pattern decides is checked against the document (grounding): a number, a date or
 a name it states that the document and the question do not hold is invented; otherwise it is
-missing (the fact was not given, nor anything false in its place). Patterns are regular
+missing (the fact was not given, nor anything false in its place). To an absent question, any
+number, date or name the question does not hold is invented. Patterns are regular
 expressions, matched case-insensitively.
 """
 
@@ -124,7 +125,9 @@ def score(answer: str, question: Question, document: str) -> Score:
     if question.absent:
         if ABSENT_SAYS.search(answer):
             return "right"
-        return "invented" if ungrounded(answer, document, question.question) else "missing"
+        # NOTE: the document holds no answer, so any value given is made up, even one the
+        # document holds elsewhere ("12 stars" where it says "12 June")
+        return "invented" if ungrounded(answer, "", question.question) else "missing"
     if any(_search(p, answer) for p in question.accept):
         return "right"
     return "invented" if ungrounded(answer, document, question.question) else "missing"
