@@ -103,6 +103,7 @@ def test_needles_are_planted_at_even_depths_and_each_asked() -> None:
     assert depths == [4, 9, 14, 19] and len(questions) == 4
     for question, at in zip(questions, depths, strict=True):
         assert score(paragraphs[at], question, document) == "right"
+    assert score(paragraphs[depths[1]], questions[0], document) == "invented"  # another door
     with pytest.raises(ValueError):
         plant_needles(haystack, 0)
 

@@ -61,15 +61,16 @@ def plant_needles(haystack: str, count: int) -> tuple[str, list[Question]]:
     parts = [p for p in haystack.split("\n\n") if p.strip()]
     if len(parts) <= count:
         parts = [s.strip() + "." for s in haystack.split(".") if s.strip()]
-    questions, total = [], len(parts)
-    for k in range(count):
-        code = 1000 + (7919 * (k + 1)) % 9000
+    total = len(parts)
+    codes = [1000 + (7919 * (k + 1)) % 9000 for k in range(count)]
+    questions = []
+    for k, code in enumerate(codes):
         colour = _COLOURS[k]
         at = round((k + 1) * total / (count + 1))
         parts.insert(at + k, f"The code of the {colour} door is {code}.")
-        questions.append(
-            Question(f"What is the code of the {colour} door?", accept=(rf"\b{code}\b",))
-        )
+        others = tuple(rf"\b{c}\b" for c in codes if c != code)  # another door's: wrong
+        question = f"What is the code of the {colour} door?"
+        questions.append(Question(question, accept=(rf"\b{code}\b",), reject=others))
     return "\n\n".join(parts), questions
 
 
