@@ -34,8 +34,6 @@ from reame.tool_calls.stream import ToolStream
 
 _BACKGROUND: set[asyncio.Task] = set()  # NOTE: the loop holds tasks weakly
 
-CONCLAVE_HEADER = "X-Reame-Conclave"
-
 
 class Call:
     """A call in three steps: the constructor makes the cheap checks (on the event loop),
@@ -294,13 +292,6 @@ class Call:
             metrics.GENERATED_TOKENS.inc(verdict.num_completion_tokens)
             metrics.PROMPT_TOKENS.inc(winner.finish.num_prompt_tokens)
             metrics.CACHED_PROMPT_TOKENS.inc(verdict.num_cached_tokens)
-
-    def verdict_headers(self) -> dict[str, str]:
-        """After a Conclave's answer: how many candidates agreed (X-Reame-Conclave: 2/3), so a
-        caller can send a split vote elsewhere without reading the body."""
-        if self.verdict is None:
-            return {}
-        return {CONCLAVE_HEADER: self.verdict.tally.agreement()}
 
     async def response(self) -> dict[str, object]:
         if self.best_of > 1:

@@ -46,6 +46,7 @@ from reame.runtime import Runtime
 log = structlog.get_logger("reame.api")
 
 SESSION_HEADER = "x-reame-session"
+CONCLAVE_HEADER = "X-Reame-Conclave"  # a Conclave's agreement, "2/3" (docs/conclave.md)
 MAX_SESSION_ID = 128  # as the body's session_id field
 # NOTE: Sanic cuts a response that sent nothing for RESPONSE_TIMEOUT (60 s by default): a 7B
 # answer on a 2-core VM takes minutes. Work in flight is bounded by max_tokens and
@@ -280,7 +281,9 @@ def create_app(
             await call.start()
             if not body.stream:
                 answer = await call.response()
-                return json(answer, headers=route | call.verdict_headers())
+                if call.verdict is not None:  # NOTE: so a split vote can go elsewhere unread
+                    route[CONCLAVE_HEADER] = call.verdict.tally.agreement()
+                return json(answer, headers=route)
             await send_stream(request, call.frames(), route, limits)
             return None
         finally:
