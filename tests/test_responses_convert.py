@@ -10,7 +10,7 @@ from typing import Any
 import openai
 import pytest
 from openai.lib.streaming.responses._responses import ResponseStreamState
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from reame.api import responses_convert as convert
 from reame.api.errors import ApiError
@@ -196,3 +196,10 @@ def test_a_failed_stream_ends_with_its_error() -> None:
     assert stream.finish() == ("", None)
     kinds = [e["type"] for e in events_of(frames)]
     assert kinds[-2:] == ["error", "response.failed"]
+
+
+def test_an_item_that_is_no_object_is_refused_as_invalid() -> None:
+    """A 500 before (the item's type was read off a list): schemathesis found it."""
+    for item in ([{"role": "user"}], "text", 3, None):
+        with pytest.raises(ValidationError):
+            ResponsesRequest.model_validate({"model": "m", "input": [item]})

@@ -123,8 +123,10 @@ _SERVED_ITEMS = ("message", "function_call", "function_call_output", "reasoning"
 
 
 def _item_type(value: object) -> str:
-    """An input item without a type is a message (OpenAI's EasyInputMessage)."""
-    kind = value.get("type", "message") if isinstance(value, dict) else value.type
+    """An input item without a type is a message (OpenAI's EasyInputMessage); what is no
+    object at all is refused as an unserved item is (a 400, not a 500: schemathesis sent a
+    list)."""
+    kind = value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", None)
     return kind if kind in _SERVED_ITEMS else "unserved"
 
 
