@@ -9,7 +9,13 @@ import pytest
 
 from fake_llama import FakeContext, FakeModel
 from reame.engine.engine import Engine
-from reame.engine.exact_run import LONG_PROBE, PROBE_LIMIT, exact_until, longest_exact_run
+from reame.engine.exact_run import (
+    LONG_PROBE,
+    PROBE_LIMIT,
+    exact_neighbours,
+    exact_until,
+    longest_exact_run,
+)
 from reame.llama.context import ContextShape
 from reame.speculation.controller import SpecController
 from reame.speculation.kit import Speculation
@@ -20,6 +26,7 @@ SHAPE = ContextShape(num_cells=256, batch_size=32, num_sequences=2, num_threads=
 class RoundsOtherwise(FakeContext):
     rounds_from: int = 0  # 0: never
     rounds_past: int = 0  # a batch of 2 or more reaching this position rounds otherwise; 0: never
+    rounds_beside: int = 0  # a batch of this many sequences or more rounds otherwise; 0: never
 
     def decode(
         self,
@@ -30,7 +37,13 @@ class RoundsOtherwise(FakeContext):
     ) -> None:
         super().decode(tokens, positions, seq_ids, wants_logits)
         long = self.rounds_past and len(tokens) > 1 and max(positions) >= self.rounds_past
-        if (self.rounds_from and len(tokens) >= self.rounds_from) or long:
+        one_each = len(set(seq_ids)) == len(seq_ids)
+        if one_each and len(seq_ids) > 1:  # a batch of one token of each sequence
+            beside = self.rounds_beside and len(seq_ids) >= self.rounds_beside
+            long, rounds_from = bool(beside), 0
+        else:
+            rounds_from = self.rounds_from
+        if (rounds_from and len(tokens) >= rounds_from) or long:
             for row in self._rows.values():
                 row[0] += 1e-6  # a last-bit difference, as another summation order gives
 
@@ -82,5 +95,29 @@ def test_the_engine_keeps_drafts_before_where_runs_stop_being_exact() -> None:
     engine.start()
     try:
         assert controller.exact_until == 256 and LONG_PROBE > 256
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize(("rounds_beside", "found"), [(0, 4), (2, 1), (3, 2), (4, 3)])
+def test_the_probe_finds_how_many_sequences_a_batch_may_hold_and_stay_exact(
+    rounds_beside: int, found: int
+) -> None:
+    """One token of each of m sequences in one batch: as many as give each its lone logits."""
+    context = RoundsOtherwise(ContextShape(512, 32, 4, 1), can_cut=True)
+    context.rounds_beside = rounds_beside
+    assert exact_neighbours(context, 4) == found
+    assert all(context.kv[s] == [] for s in range(4))  # the sequences it used are empty again
+
+
+def test_the_engine_measures_the_exact_paths_for_the_answer_memory_without_speculation() -> None:
+    context = RoundsOtherwise(ContextShape(2048, 64, 4, 1), can_cut=True)
+    context.rounds_past, context.rounds_beside = 256, 3
+    engine = Engine(FakeModel(), context, 512, probes_paths=True)  # type: ignore[arg-type]
+    engine.start()
+    try:
+        paths = engine.paths
+        assert (paths.run, paths.until, paths.neighbours) == (PROBE_LIMIT, 256, 2)
+        assert engine.runner.paths is paths  # what marks each sequence's steps
     finally:
         engine.close()

@@ -162,6 +162,18 @@ class Settings(BaseSettings):
         256, ge=1, description="disk for stored responses (state_dir/responses)"
     )
 
+    answer_memory: bool = Field(
+        True,
+        description="answer a greedy or seeded request asked again from memory, without "
+        "decoding (only answers computed as a lone request computes them are kept)",
+    )
+    answer_memory_mb: int = Field(
+        64,
+        ge=1,
+        description="disk for remembered answers (state_dir/answers; the least recently used "
+        "goes first; under per-key tenancy one key holds its key_share of it)",
+    )
+
     prefix_cache: bool = Field(True, description="keep computed prompt prefixes for reuse")
     prefix_cache_dir: Path | None = Field(
         None, description="where snapshots persist (default: state_dir/prefix-cache)"
@@ -351,6 +363,10 @@ class Settings(BaseSettings):
     @property
     def prefix_cache_path(self) -> Path:
         return self.prefix_cache_dir or self.state_dir / "prefix-cache"
+
+    @property
+    def answers_path(self) -> Path:
+        return self.state_dir / "answers"
 
     @property
     def responses_path(self) -> Path:

@@ -195,6 +195,24 @@ SHARED_REFUSED = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+ANSWER_LOOKUPS = Counter(
+    "reame_answer_memory_lookups",
+    "Requests looked up in the answer memory: hit (answered without decoding), hit_shared (from "
+    "the shared tier), miss",
+    ["result"],
+    registry=REGISTRY,
+)
+ANSWER_KEPT = Counter(
+    "reame_answer_memory_writes",
+    "Answers of determined requests offered to the answer memory: kept, inexact (a step shared "
+    "its batch where that rounds otherwise), failed (cut by an error or abort), refused (too "
+    "large, or the disk refused)",
+    ["result"],
+    registry=REGISTRY,
+)
+ANSWER_BYTES = Gauge(
+    "reame_answer_memory_bytes", "Bytes of answers this replica keeps on disk", registry=REGISTRY
+)
 PALIMPSEST_IMPORTED = Counter(
     "reame_palimpsest_imported_records",
     "Palimpsest records read from other replicas through the shared tier",
@@ -311,6 +329,10 @@ def _known_series_at_zero() -> None:
         SHARED_ERRORS.labels(reason)
     for reason in ("mac", "size", "listing", "record", "token"):
         SHARED_REFUSED.labels(reason)
+    for result in ("hit", "hit_shared", "miss"):
+        ANSWER_LOOKUPS.labels(result)
+    for result in ("kept", "inexact", "failed", "refused"):
+        ANSWER_KEPT.labels(result)
     # NOTE: past 256 tokens of context no draft is made (engine/exact_run.py): a server's first
     # drafts may come in one scrape interval, and rate() would not see them
     for drafter in ("context", "palimpsest", "suggeritore"):

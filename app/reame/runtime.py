@@ -256,6 +256,7 @@ class Runtime:
             max_wait_seconds=settings.max_wait_seconds,
             forced_runs=settings.forced_runs,
             exact_runs=settings.spec_exact,
+            probes_paths=settings.answer_memory,
         )
         self.preload: Preload | None = None
         if self.cache is not None:

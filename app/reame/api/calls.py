@@ -23,7 +23,7 @@ from reame.api.sse import DONE, frame
 from reame.api.structured import is_json, requested_grammar
 from reame.api.tool_use import ToolUse
 from reame.cache.prefix_reuse import SessionKey
-from reame.conclave.convene import Verdict, convene, open_conclave, prepare_conclave
+from reame.conclave.convene import Verdict, candidate_jobs, convene, open_conclave
 from reame.engine.request import FinishEvent, GenerationRequest, ThoughtSpec, TokenEvent
 from reame.errors import InvalidRequestError
 from reame.grammar.matcher import Grammar
@@ -86,6 +86,7 @@ class Call:
         self.thought: ThoughtSpec | None = None  # set by start() for a chat that may think
         # the turn, its messages and tools, where its history is computed ahead once answered
         self._history: tuple[ChatTurn, list[dict], list[dict] | None] | None = None
+        self.memory = served.call_memory(body, session_id, owner)  # None: the memory is off
 
     async def start(self) -> None:
         """Build the jobs off the loop (a template rendered over a large body, its tokens, the
@@ -101,7 +102,9 @@ class Call:
             fmt.Choice(i, thought=[] if thinks else None) for i in range(len(self.jobs))
         ]
         service = self.served.service
-        if self.best_of > 1:
+        if self.memory is not None and self.memory.is_hit:
+            self._stream = self.memory.stream()
+        elif self.best_of > 1:
             self._stream = open_conclave(service, self.jobs[0], self.best_of, prepared)
         else:
             self._stream = service.astream_many(self.jobs, requests=prepared[1])
@@ -119,11 +122,17 @@ class Call:
 
     def _prepare(self) -> tuple[list[Job], tuple[list[Job], list[GenerationRequest]]]:
         """The call's jobs, and the jobs the engine runs (a Conclave's candidates, else the
-        same) with their engine requests (Service.prepare)."""
+        same) with their engine requests (Service.prepare); none if the answer is in memory."""
         jobs = self._make_jobs()
-        service = self.served.service
+        service, explore = self.served.service, self.served.explore
+        runs = candidate_jobs(jobs[0], self.best_of, explore) if self.best_of > 1 else jobs
+        if self.memory is not None:
+            rule = self.vote_rule if self.best_of > 1 else None
+            extra = (self.best_of, explore, str(rule), self.served.thinking)
+            if self.memory.look_up(jobs, runs, extra):
+                return jobs, ([], [])
         if self.best_of > 1:
-            return jobs, prepare_conclave(service, jobs[0], self.best_of, self.served.explore)
+            return jobs, (runs, service.prepare(runs, shared_prompt=True))
         return jobs, (jobs, service.prepare(jobs))
 
     def first_prompt(self) -> tuple[list[int], tuple[int, ...]]:
@@ -240,6 +249,8 @@ class Call:
                 booked = []
                 for item in batch:
                     choice, event = self.choices[item.index], item.event
+                    if self.memory is not None:
+                        self.memory.saw(item.index, event)
                     if self.tool_use is not None and isinstance(event, TokenEvent):
                         choice.parts.append(self.answer_text(event))
                     else:
@@ -258,7 +269,7 @@ class Call:
             raise ApiError(400, str(exc), exc.param, exc.code) from exc
 
     def _account(self, index: int, event: FinishEvent) -> None:
-        if not event.reason.is_whole:
+        if not event.reason.is_whole or self.is_recalled:
             return
         metrics.GENERATED_TOKENS.inc(event.num_completion_tokens)
         if index % self.body.n == 0:
@@ -266,9 +277,10 @@ class Call:
             metrics.CACHED_PROMPT_TOKENS.inc(event.num_cached_tokens)
 
     async def _convene(self) -> None:
-        """Run the Conclave and make its winner choice 0."""
+        """Run the Conclave (or take the one remembered) and make its winner choice 0."""
+        recalled = self.memory.verdict if self.memory is not None else None
         try:
-            verdict = await convene(
+            verdict = recalled or await convene(
                 self.served.service,
                 self.jobs[0],
                 self.best_of,
@@ -287,7 +299,7 @@ class Call:
         if choice.thought is not None:
             choice.thought = [t.reasoning for t in winner.tokens]
             choice.thought.append(winner.finish.reasoning if winner.finish else "")
-        if winner.finish is not None and verdict.failed is None:
+        if winner.finish is not None and verdict.failed is None and recalled is None:
             metrics.TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - self.started)
             metrics.GENERATED_TOKENS.inc(verdict.num_completion_tokens)
             metrics.PROMPT_TOKENS.inc(winner.finish.num_prompt_tokens)
@@ -315,6 +327,7 @@ class Call:
         )
         if self.verdict is not None:
             body["conclave"] = self.verdict.summary()
+        self._remember()
         self._compute_history_ahead()
         if self.tool_use is not None:
             for entry, choice in zip(body["choices"], self.choices, strict=True):  # type: ignore[arg-type]
@@ -353,10 +366,21 @@ class Call:
             async for batch in self._events():
                 if chunks := list(batch_chunks(self, batch)):
                     yield chunks
+        self._remember()
         self._compute_history_ahead()
         if self.body.include_usage:
             obj = "chat.completion.chunk" if self.is_chat else "text_completion"
             yield [fmt.usage_chunk(self.rid, self.created, model, obj, self._totals())]
+
+    @property
+    def is_recalled(self) -> bool:
+        """The answer came from the answer memory: nothing was computed."""
+        return self.memory is not None and self.memory.is_hit
+
+    def _remember(self) -> None:
+        """A whole answer of a determined call, computed as a lone request: kept."""
+        if self.memory is not None:
+            self.memory.keep(len(self.choices), self.verdict)
 
     def _compute_history_ahead(self) -> None:
         """A whole answer of one choice, whose template drops its thought from the history:

@@ -7,6 +7,9 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
+from reame.answer_memory import AnswerMemory
+from reame.api.answer_key import ServerSide
+from reame.api.call_memory import CallMemory
 from reame.api.chat_turn import ThinkingDefaults
 from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest, CompletionRequest
@@ -40,6 +43,22 @@ class Served:
     key_places: int | None = None  # request places one key may hold (None: no keys, no bound)
     explore: float = 0.7  # a Conclave's candidates after the first sample at least this warm
     held: dict[str, int] = field(default_factory=dict)  # places each key holds now
+    memory: AnswerMemory | None = None  # the answer memory (None: off)
+    fingerprint: str = ""  # the model file's and what its states depend on (the memory's key)
+
+    def call_memory(
+        self, body: ChatRequest | CompletionRequest, session_id: str | None, owner: str
+    ) -> CallMemory | None:
+        """A call's part in the answer memory; None while it is off."""
+        if self.memory is None:
+            return None
+        service = self.service
+        server = ServerSide(
+            self.fingerprint,
+            service.chat.template_source or "",
+            owner if self.is_scoped_per_key else "",
+        )
+        return CallMemory(self.memory, server, body, session_id, service.model.vocab_size)
 
     def failure(self, finish: FinishEvent) -> ApiError:
         """The HTTP error of an answer that did not come whole."""

@@ -22,11 +22,13 @@ from uuid import uuid4
 import structlog
 
 from reame import metrics
+from reame.answer_memory import AnswerMemory
 from reame.api import openapi
 from reame.api.auth import is_authorized, is_loopback, key_owner
 from reame.api.calls import Call
 from reame.api.chat_turn import ThinkingDefaults
 from reame.api.errors import ApiError
+from reame.api.remembered import MEMORY_HEADER
 from reame.api.request_checks import is_text
 from reame.api.sanic_kit import HTTPResponse, Request, Sanic, json, raw
 from reame.api.schemas import ChatRequest, CompletionRequest
@@ -73,6 +75,23 @@ def model_names(settings: Settings, runtime: Runtime) -> tuple[str, frozenset[st
     return model_id, frozenset({model_id, spec, runtime.model.name, runtime.model_path.stem})
 
 
+def answer_memory(settings: Settings, runtime: Runtime, has_keys: bool) -> AnswerMemory | None:
+    """The answer memory of this model (None: off); under per-key tenancy a key holds its
+    key_share of it."""
+    if not settings.answer_memory:
+        return None
+    budget = settings.answer_memory_mb << 20
+    per_key = has_keys and settings.tenancy == "per_key"
+    return AnswerMemory(
+        settings.answers_path,
+        runtime.model_path,
+        runtime.fingerprint.key,
+        budget,
+        math.ceil(settings.key_share * budget) if per_key else None,
+        runtime.shared,
+    )
+
+
 def create_app(
     runtime: Runtime, settings: Settings, keys: list[str], problem: str | None = None
 ) -> Sanic:
@@ -99,6 +118,8 @@ def create_app(
         ThinkingDefaults(settings.reasoning_budget, settings.reasoning_effort_budgets),
         settings.reasoning_format == "inline",
         explore=settings.conclave_temperature,
+        memory=answer_memory(settings, runtime, bool(keys)),
+        fingerprint=runtime.fingerprint.key,
         key_places=(
             max(1, math.ceil(settings.key_share * runtime.service.engine.max_places))
             if keys
@@ -279,6 +300,8 @@ def create_app(
         state.num_active += 1  # NOTE: counted until the last byte, so SIGTERM drains it
         try:
             await call.start()
+            if call.is_recalled:
+                route[MEMORY_HEADER] = "hit"
             if not body.stream:
                 answer = await call.response()
                 if call.verdict is not None:  # NOTE: so a split vote can go elsewhere unread

@@ -6,6 +6,8 @@ on several machines. NOTE: the only module that imports redis.
     reame:kv:<model>:p:<group>    sorted set, newest first: "<group>/<length>-<key>" | tag of
                                   the MAX_BRANCHES states last written that go on past this
                                   block (found by the longest common prefix)
+    reame:ans:<model>:<key>       string: tag | a remembered answer's record, as on disk
+                                  (api/answer_memory.py)
     reame:pal:<vocab>:segments    hash: segment name -> tag | "open" or "sealed:<bytes>"
     reame:pal:<vocab>:s:<name>    string: the segment's records, each tag | record
                                   (speculation/palimpsest_tier.py)
@@ -77,7 +79,7 @@ class SharedStore:
     ) -> None:
         self.url, self.timeout, self.mac, self.bound = url, timeout, mac, bound
         self._model = model.encode()
-        self._kv = f"reame:kv:{model}"
+        self._kv, self._answers = f"reame:kv:{model}", f"reame:ans:{model}"
         self._client = redis.Redis.from_url(
             url,
             password=password,  # NOTE: a password in the URL wins; it belongs here, not there
@@ -203,6 +205,41 @@ class SharedStore:
         listing = f"{self._kv}:g:{group}"
         field, blob = prefix_field(length, key), f"{self._kv}:b:{key}"
         self._remove("put", fields=[(listing, field)], keys=[blob])
+
+    # -- remembered answers ------------------------------------------------------------------
+
+    def answer(self, key: str, most: int) -> bytes | None:
+        """The record of the answer named `key`, its tag checked; None if the tier did not
+        answer, has none, or it is larger than `most` or does not check out (then removed)."""
+        name = f"{self._answers}:{key}"
+
+        def run(client: redis.Redis) -> bytes:
+            try:  # NOTE: one byte past the bound says the value is longer: it is not read
+                return bytes(client.getrange(name, 0, TAG_BYTES + most))
+            except redis.exceptions.ResponseError:
+                return _NOT_A_STRING
+
+        data = self._call("get", run, None)
+        if not data:
+            return None
+        metrics.SHARED_BYTES.labels("read").inc(len(data))
+        fits = len(data) <= TAG_BYTES + most
+        record = self.mac.opened(data, name.encode(), self._model) if fits else None
+        if record is None:
+            _refuse("mac" if fits else "size")
+            self._remove("put", keys=[name])
+        return record
+
+    def keep_answer(self, key: str, record: bytes, ttl_seconds: int) -> None:
+        """Offer an answer's record (the first writer's stays), for `ttl_seconds`."""
+        name = f"{self._answers}:{key}"
+        signed = self.mac.signed(record, name.encode(), self._model)
+
+        def run(client: redis.Redis) -> None:
+            client.set(name, signed, nx=True, ex=ttl_seconds)
+            metrics.SHARED_BYTES.labels("written").inc(len(signed))
+
+        self._call("put", run, None)
 
     # -- Palimpsest segments -----------------------------------------------------------------
 

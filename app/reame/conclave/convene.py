@@ -89,19 +89,11 @@ def open_conclave(
 ) -> AsyncGenerator[list[ChoiceEvent]]:
     """The candidates' event stream, for a caller that wants it accepted (its first, empty
     batch read) before it answers: then pass it to `convene`. `prepared`: the candidate jobs
-    and their engine requests, made already off the loop (prepare_conclave)."""
+    and their engine requests, made already off the loop (candidate_jobs, then Service.prepare
+    of them as one group)."""
     if prepared is not None:
         return service.astream_many(prepared[0], shared_prompt=True, requests=prepared[1])
     return service.astream_many(candidate_jobs(job, n, explore), shared_prompt=True)
-
-
-def prepare_conclave(
-    service: Service, job: Job, n: int, explore: float = 0.0
-) -> tuple[list[Job], list[GenerationRequest]]:
-    """The candidate jobs of `job` and their engine requests (one prefix lookup for all). May
-    read the disk: call it off the event loop."""
-    jobs = candidate_jobs(job, n, explore)
-    return jobs, service.prepare(jobs, shared_prompt=True)
 
 
 async def convene(

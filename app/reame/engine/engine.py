@@ -21,7 +21,8 @@ from collections.abc import Callable
 import structlog
 
 from reame import metrics
-from reame.engine.exact_run import PROBE_LIMIT, cap_verify_runs
+from reame.engine.exact_run import probe_paths
+from reame.engine.exact_steps import ExactPaths
 from reame.engine.intake import Abort, Hold, sequence_of
 from reame.engine.kv_context import KVContext
 from reame.engine.outbox import StateHook
@@ -61,6 +62,7 @@ class Engine:
         max_wait_seconds: float = 0.0,
         forced_runs: bool = True,
         exact_runs: bool = True,
+        probes_paths: bool = False,
     ) -> None:
         """`max_wait_seconds`: a request still waiting for a sequence after this long is refused
         (finish reason "busy"), so no client hangs behind long answers; 0: it waits.
@@ -68,7 +70,9 @@ class Engine:
         engine thread; `takes_snapshots`: prompts' starts are kept too (the snapshot points of
         each request), and free sequences keep their prompts' KV for requests that start alike.
         `forced_runs`: the tokens a grammar forces go into one step together. `exact_runs`:
-        verify runs no longer than this machine computes as one-token steps (measured here)."""
+        verify runs no longer than this machine computes as one-token steps (measured here).
+        `probes_paths`: measure that at start even without speculation, so that each finish
+        says whether its answer was computed as a lone request's (FinishEvent.is_exact)."""
         self.model, self.context = model, context
         self.context_length = context_length
         self._max_in_flight = context.shape.num_sequences + max_waiting
@@ -79,16 +83,18 @@ class Engine:
         self.scheduler = Scheduler(
             context, context_length, takes_snapshots, speculation, max_wait_seconds
         )
-        # the longest verify run (and replay after a rollback) whose logits are those of
-        # one-token steps on this machine; PROBE_LIMIT: no difference found that far
-        self.exact_run = PROBE_LIMIT
+        # what computes as a lone sequence's one-token steps here (measured at start, if
+        # anything asks; else no step is taken as exact but a lone sequence's decode)
+        self.paths = ExactPaths()
+        self._probes = probes_paths
         self._probed: SpecController | None = None  # whose drafts the probe bounds, on start
         if speculation is not None:
             speculation.controller.uses_checkpoints = not context.can_cut
             if exact_runs:
                 self._probed = speculation.controller
+                self._probes = True
         moves = self.scheduler.moves
-        self.runner = Runner(moves, speculation.controller if speculation else None)
+        self.runner = Runner(moves, self.paths, speculation.controller if speculation else None)
         self.update = Update(
             model,
             moves,
@@ -218,6 +224,12 @@ class Engine:
         """Stop computing a request whose reader fell behind (held), or go on (not held)."""
         self._inbox.put(Hold(request_id, held))
 
+    @property
+    def exact_run(self) -> int:
+        """The longest verify run (and replay after a rollback) whose logits are those of
+        one-token steps on this machine."""
+        return self.paths.run
+
     def close(self, timeout: float = 30.0) -> bool:
         """Stop the engine thread (requests still in it end as aborted); False if it is still
         inside llama.cpp after `timeout`: then nothing it uses may be freed."""
@@ -234,8 +246,10 @@ class Engine:
             # each thread that calls llama_decode a team of its own, and once the teams' threads
             # outnumber the cores, they sleep at every barrier instead of spinning (measured
             # with the probe on the caller's thread: 1-token steps 19 ms instead of 11)
-            if self._probed is not None:
-                self.exact_run = cap_verify_runs(self.context, self._probed)
+            if self._probes:
+                found = probe_paths(self.context, self._probed)
+                paths = self.paths  # NOTE: the runner holds it: changed in place
+                paths.run, paths.until, paths.neighbours = found.run, found.until, found.neighbours
         except BaseException as exc:
             self._die(f"the engine's start-up probe failed: {type(exc).__name__}: {exc}")
         finally:

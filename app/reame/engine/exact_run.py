@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import structlog
 
+from reame.engine.exact_steps import ExactPaths
 from reame.engine.kv_context import KVContext
 from reame.speculation.controller import SpecController
 
@@ -38,22 +39,63 @@ _PROBE_RUN = list(range(10, 10 + PROBE_LIMIT))
 log = structlog.get_logger("reame.engine")
 
 
-def cap_verify_runs(context: KVContext, controller: SpecController) -> int:
-    """Measure the longest exact run here, and how far into a context a run stays exact, and
-    keep the controller's drafts within both."""
-    exact_run = longest_exact_run(context, _PROBE_PROMPT, _PROBE_RUN)
-    if exact_run < PROBE_LIMIT:
-        controller.max_length = min(controller.max_length, exact_run - 1)
+def probe_paths(context: KVContext, controller: SpecController | None) -> ExactPaths:
+    """Measure what computes as a lone sequence's one-token steps here: the longest exact
+    run, how far into a context a run stays exact, how many sequences of one token a batch may
+    hold; and keep `controller`'s drafts within the first two."""
+    run = longest_exact_run(context, _PROBE_PROMPT, _PROBE_RUN)
+    per_sequence = context.shape.num_cells // context.shape.num_sequences
+    # NOTE: the position is found on runs of two: where none is exact it cannot be, and no
+    # step beside another is taken as exact (0)
+    until = exact_until(context, min(LONG_PROBE, per_sequence - 2)) if run > 1 else 0
+    paths = ExactPaths(run, until, exact_neighbours(context, context.shape.num_sequences))
+    if controller is not None:
+        _cap(controller, paths)
+    log.info("exact paths measured", max_run=run, until=until, neighbours=paths.neighbours)
+    return paths
+
+
+def _cap(controller: SpecController, paths: ExactPaths) -> None:
+    if paths.run < PROBE_LIMIT:
+        controller.max_length = min(controller.max_length, paths.run - 1)
         log.info(
             "verify runs kept short: longer batches round otherwise here",
-            max_run=exact_run,
+            max_run=paths.run,
             max_drafts=controller.max_length,
         )
-    per_sequence = context.shape.num_cells // context.shape.num_sequences
-    if exact_run > 1 and (until := exact_until(context, min(LONG_PROBE, per_sequence - 2))):
-        controller.exact_until = until
-        log.info("no drafts past a position: runs there round otherwise here", position=until)
-    return exact_run
+    if paths.run > 1 and paths.until:
+        controller.exact_until = paths.until
+        log.info("no drafts past a position: runs there round otherwise here", position=paths.until)
+
+
+def exact_neighbours(context: KVContext, limit: int) -> int:
+    """The largest m <= limit such that one llama_decode of one token for each of m sequences
+    gives each the logits it gets alone, for every m' <= m (1 at least). Uses sequences
+    0..limit-1 and empties them."""
+    n = min(limit, context.shape.num_sequences)
+    if n < 2:
+        return 1
+    at = len(_PROBE_PROMPT)
+    alone = []
+    try:
+        for s in range(n):
+            _start(context, _PROBE_PROMPT, s)
+            context.decode([_PROBE_RUN[s % PROBE_LIMIT]], [at], [s], [True])
+            alone.append(np.array(context.logits(0), copy=True))
+        exact = 1
+        for m in range(2, n + 1):
+            for s in range(m):
+                if not context.remove(s, at):
+                    _start(context, _PROBE_PROMPT, s)
+            tokens = [_PROBE_RUN[s % PROBE_LIMIT] for s in range(m)]
+            context.decode(tokens, [at] * m, list(range(m)), [True] * m)
+            if not all(np.array_equal(context.logits(j), alone[j]) for j in range(m)):
+                break
+            exact = m
+    finally:
+        for s in range(n):
+            context.clear(s)
+    return exact
 
 
 def longest_exact_run(

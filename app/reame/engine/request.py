@@ -109,6 +109,9 @@ class FinishEvent:
     num_reasoning_tokens: int = 0
     is_request_fault: bool = False  # an ERROR the request caused (its grammar): a 4xx
     stop_sequence: str | None = None  # the stop string that ended it (the Messages API says)
+    # every step computed it as it computes alone (engine/exact_steps.py): its answer is what
+    # the same request alone writes, and may be kept (api/answer_memory.py)
+    is_exact: bool = False
 
 
 Event = TokenEvent | FinishEvent

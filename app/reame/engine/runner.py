@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reame import metrics
+from reame.engine.exact_steps import ExactPaths, call_is_exact
 from reame.engine.kv_context import KVContext
 from reame.engine.kv_moves import KVMoves
 from reame.engine.step_plan import Logits, StepPlan
@@ -24,10 +25,17 @@ class StepOutput:
 
 
 class Runner:
-    def __init__(self, moves: KVMoves, controller: SpecController | None = None) -> None:
-        """`moves`: the queue of KV moves it does first. `controller`: told each step's size
-        and time, to judge whether drafts pay."""
+    def __init__(
+        self,
+        moves: KVMoves,
+        paths: ExactPaths | None = None,
+        controller: SpecController | None = None,
+    ) -> None:
+        """`moves`: the queue of KV moves it does first. `paths`: what computes as a lone
+        sequence (a sequence computed otherwise is marked: Sequence.is_exact). `controller`:
+        told each step's size and time, to judge whether drafts pay."""
         self.moves, self.context = moves, moves.context
+        self.paths = paths if paths is not None else ExactPaths()
         self._controller = controller
 
     def run(self, plan: StepPlan) -> StepOutput | None:
@@ -56,6 +64,9 @@ class Runner:
         calls = plan.calls()
         started = time.perf_counter()
         for call in calls:
+            if not call_is_exact(call.parts, self.paths):
+                for part in call.parts:
+                    part.seq.is_exact = False
             self.context.decode(*call.batch())
             if call is not calls[-1]:  # NOTE: the next decode overwrites the logits
                 out.logits = _kept(out.logits, self.context, call, copy=True)

@@ -67,6 +67,8 @@ class Sequence:
     # so that a client's first token still means the prompt was computed; None: none held
     early_events: list[Event] | None = None
     thought: Thought | None = None  # its thought, while it may still come or runs
+    # every step that computed it did so as it computes alone (engine/exact_steps.py)
+    is_exact: bool = True
 
     def saved(self, data: bytes | bytearray) -> SavedState:
         """The state `data` of its KV (tokens[:num_computed]), with how they were computed."""

@@ -234,6 +234,7 @@ class Update:
             state = self.moves.read(leader.slot)
             kept = logits.copy()
             for seq in late:
+                seq.is_exact = leader.is_exact
                 if state is None:  # NOTE: the leader's own KV was lost: it starts over
                     self.finish(seq, Finish.ERROR, error="the prompt's state was lost")
                     continue
@@ -242,6 +243,7 @@ class Update:
         if forks:
             self.moves.add(Copy(leader.slot, tuple(s.slot for s in forks)))
         for seq in forks:
+            seq.is_exact = leader.is_exact
             seq.forked_from(leader.num_computed, leader.chunk_ends)
             self.scheduler.start(seq)
             self._advance(seq, logits)
@@ -313,6 +315,7 @@ class Update:
                 num_reasoning_tokens=seq.thought.num_tokens if seq.thought else 0,
                 is_request_fault=is_request_fault,
                 stop_sequence=seq.text.stopped_by,
+                is_exact=seq.is_exact,
             ),
         )
         if warm is not None:  # NOTE: after the event, which counts the tokens it took

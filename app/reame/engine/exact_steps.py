@@ -1,0 +1,59 @@
+"""Whether a step computed each of its sequences as that sequence alone would have been computed:
+what an answer must hold at every step to be kept in the answer memory (api/answer_memory.py).
+Pure.
+
+A verify run gives the logits one-token steps give up to the run length and the position the
+start-up probe measured (engine/exact_run.py). A sequence that shares a llama_decode with others
+is computed as alone only where the probe found it so: one token each, as many sequences as it
+measured, before the position where f16 attention takes another path; or a prompt chunk in the
+tiled path, whose queries round alike however many share the batch (exact_reuse.py). Anything
+else (a narrow prompt chunk beside another, a verify run beside another) may round otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from reame.engine.exact_reuse import TILED_QUERIES
+
+
+class Step(Protocol):
+    """One sequence's part of a llama_decode (engine/step_plan.py Part)."""
+
+    @property
+    def tokens(self) -> tuple[int, ...]: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def is_verify(self) -> bool: ...
+
+
+@dataclass(slots=True)
+class ExactPaths:
+    """What the start-up probe found computed as one-token steps of a lone sequence are."""
+
+    run: int = 1  # the longest verify run of one sequence
+    until: int | None = 0  # the first position a run may not reach (None: any; 0: not probed)
+    neighbours: int = 1  # sequences of one token each one llama_decode may hold
+
+
+def call_is_exact(parts: Sequence[Step], paths: ExactPaths) -> bool:
+    """Whether one llama_decode of `parts` computes each as it would be computed alone."""
+    for part in parts:
+        if part.is_verify and not _within(len(part.tokens), part.end, paths):
+            return False
+    if len(parts) == 1:
+        return True
+    if all(len(p.tokens) >= TILED_QUERIES and not p.is_verify for p in parts):
+        return True
+    return (
+        len(parts) <= paths.neighbours
+        and all(len(p.tokens) == 1 for p in parts)
+        and (paths.until is None or all(p.end <= paths.until for p in parts))
+    )
+
+
+def _within(run: int, end: int, paths: ExactPaths) -> bool:
+    return run <= paths.run and (paths.until is None or end <= paths.until)
