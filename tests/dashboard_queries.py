@@ -68,11 +68,15 @@ def chat(client: OpenAI, messages: list[dict], **extra: object) -> None:
 def drive_traffic(client: OpenAI) -> None:
     """Requests that make every series of the dashboard exist, once SHOP's prefix is on disk
     (a server that answered it once and stopped): a prefix found on disk, in RAM and nowhere,
-    drafts from the archive and from a list's form, a stream, a session and a best-of-N vote."""
+    drafts from the archive and from a list's form, an answer from memory, a stream, a session
+    and a best-of-N vote."""
+    computed = {"answer_memory": False}  # NOTE: asked again, yet computed again
     for _ in range(2):  # restored from the disk tier, then from RAM
-        chat(client, SHOP, max_tokens=12)
+        chat(client, SHOP, max_tokens=12, extra_body=computed)
     for _ in range(2):  # a miss, then drafts from the Palimpsest and Il Suggeritore
-        chat(client, FRUITS, max_tokens=40)
+        chat(client, FRUITS, max_tokens=40, extra_body=computed)
+    for _ in range(2):  # kept in the answer memory, then answered from it
+        chat(client, FRUITS, max_tokens=20)
     stream = client.chat.completions.create(
         model=MODEL, messages=FRUITS, temperature=0, max_tokens=16, stream=True
     )

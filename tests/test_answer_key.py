@@ -64,6 +64,7 @@ VALUES: dict[str, tuple[Any, Any]] = {
     "user": ("u1", "u2"),
     "metadata": ({"a": "b"}, None),
     "speculation": ("off", "on"),
+    "answer_memory": (False, True),
 }
 FIELDS = sorted({(t, f) for t, fields in OUTPUT_FIELDS.items() for f in fields | OTHER_FIELDS[t]},
                 key=lambda x: (x[0].__name__, x[1]))  # fmt: skip

@@ -8,6 +8,8 @@ with other sequences: test_answer_memory_engine.py.)"""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +31,7 @@ ASK = {
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
-    srv = small_server()
+    srv = small_server(context_length=1024)  # NOTE: the bench's document and its answer
     yield srv
     srv.stop()
 
@@ -54,6 +56,12 @@ def streamed(srv: ServerProcess, body: dict) -> tuple[str, str | None, dict | No
                 for choice in chunk["choices"]:
                     parts.append(choice["delta"].get("content") or "")
         return "".join(parts), r.headers.get("x-reame-memory"), usage
+
+
+def idle(srv: ServerProcess) -> None:
+    deadline = time.monotonic() + 30
+    while srv.metric("reame_running_sequences") and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def text(r: httpx.Response) -> str:
@@ -145,6 +153,7 @@ def test_an_aborted_answer_is_never_kept(server: ServerProcess) -> None:
         for line in r.iter_lines():
             if '"content"' in line and '"content":""' not in line:
                 break  # the client goes away after its first word
+    idle(server)  # NOTE: the next one computed alone, not beside the one being stopped
     failed, kept = writes(server, "failed"), writes(server, "kept")
     again = post(server, {**ask, "stream": False})  # computed whole this time, and kept
     assert again.headers.get("x-reame-memory") is None
@@ -187,3 +196,63 @@ def test_the_memory_can_be_turned_off() -> None:
         assert not Path(srv.state_dir, "answers").exists()
     finally:
         srv.stop()
+
+
+def test_a_hit_in_a_session_leaves_the_conversation_as_if_computed(
+    server: ServerProcess,
+) -> None:
+    """Turn 1 answered from memory in one session, computed in another: turn 2 is the same."""
+    question = [{"role": "user", "content": "Name a large animal."}]
+    later = {"role": "user", "content": "Where does it live?"}
+    turns = {}
+    for session, hits in (("mem-a", True), ("mem-b", False)):
+        first = post(server, {**ASK, "messages": question, "session_id": session})
+        if hits:
+            again = post(server, {**ASK, "messages": question, "session_id": session})
+            assert again.headers.get("x-reame-memory") == "hit"
+        answer = {"role": "assistant", "content": text(first)}
+        follow = {**ASK, "messages": [*question, answer, later], "session_id": session}
+        turns[session] = post(server, follow)
+    assert turns["mem-a"].headers.get("x-reame-memory") is None
+    assert text(turns["mem-a"]) == text(turns["mem-b"])
+
+
+def test_a_responses_chain_goes_on_from_a_call_answered_from_memory(
+    server: ServerProcess,
+) -> None:
+    def respond(**body: object) -> dict:
+        body = {"model": MODEL, "temperature": 0, "max_output_tokens": 24, **body}
+        r = httpx.post(f"{server.url}/v1/responses", json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        said = [c["text"] for item in r.json()["output"] if item["type"] == "message"
+                for c in item["content"]]  # fmt: skip
+        return r.json() | {"output_text": "".join(said), "memory": r.headers.get("x-reame-memory")}
+
+    first = respond(input="Name a river.")
+    second = respond(input="How long is it?", previous_response_id=first["id"])
+    again = respond(input="How long is it?", previous_response_id=first["id"])
+    assert again["memory"] == "hit" and again["id"] != second["id"]
+    assert again["output_text"] == second["output_text"]
+    third = respond(input="Which sea does it reach?", previous_response_id=again["id"])
+    other = respond(input="Which sea does it reach?", previous_response_id=second["id"])
+    assert third["output_text"] and third["output_text"] == other["output_text"]
+
+
+def test_reame_bench_again_times_a_request_sent_again(server: ServerProcess) -> None:
+    """`reame bench --again` against this server: each request first, then again, whole and
+    streamed; the report says both times and their ratio (the figures: docs/benchmarks)."""
+    hits = server.metric("reame_answer_memory_lookups_total", 'result="hit"')
+    done = subprocess.run(
+        [sys.executable, "-m", "reame.cli.main", "bench", "--again", "1", "--again-runs", "2",
+         "--url", server.url, "--name", "reame"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [
+        line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| reame")
+    ]
+    assert [r[1].strip() for r in rows] == ["whole", "streamed"]
+    for _, _, first, again, ratio in rows:
+        assert float(ratio) == pytest.approx(float(again) / float(first), abs=0.002)
+    # each request sent again was answered from memory
+    assert server.metric("reame_answer_memory_lookups_total", 'result="hit"') == hits + 4

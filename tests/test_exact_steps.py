@@ -62,3 +62,11 @@ def test_a_q8_0_cache_has_no_position_past_which_neighbours_round_otherwise() ->
     paths = ExactPaths(run=8, until=None, neighbours=4)
     assert call_is_exact([P(3000, 1), P(4000, 1)], paths)
     assert call_is_exact([P(3000, 8, 7)], paths)
+
+
+def test_where_every_run_probed_was_exact_longer_runs_are_taken_as_exact() -> None:
+    """As speculation takes them (no cap on its drafts then): a run of 8 already takes the
+    matmuls' tiled path; before, a lone 16-token verify run kept a greedy answer out."""
+    paths = ExactPaths(run=None, until=256, neighbours=2)
+    assert call_is_exact([P(38, 16, 15)], paths)
+    assert not call_is_exact([P(250, 16, 15)], paths)  # still not past the position

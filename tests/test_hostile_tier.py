@@ -455,11 +455,14 @@ def run(bomb_frame: bytes) -> Iterator[Run]:
     servers: list[ServerProcess] = []
     try:
         owner: dict[bytes, Prompt] = {}
-        writer = serve(tier.url, SECRET, warm_ahead="false", spec="off")
+        # NOTE: its answers are not shared: the reader is to compute them (or restore states)
+        writer = serve(tier.url, SECRET, warm_ahead="false", spec="off", answer_memory="false")
         servers.append(writer)
         answer_cold(writer, client, [*prompts.values(), intact], owner)
         writer.stop()  # NOTE: its last Palimpsest records synced
-        other = serve(tier.url, OTHER_SECRET, palimpsest="false", spec="off")  # another secret
+        other = serve(  # another secret
+            tier.url, OTHER_SECRET, palimpsest="false", spec="off", answer_memory="false"
+        )
         servers.append(other)
         answer_cold(other, client, [foreign], owner)
         other.stop()

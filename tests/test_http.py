@@ -256,7 +256,8 @@ def test_four_streams_share_batches_and_match_their_solo_answers(
             temperature=0,
             max_tokens=48,
             stream=True,
-            extra_body={"speculation": "off"},  # NOTE: a step a token, to count shared steps
+            # NOTE: a step a token, to count shared steps; each computed, not remembered
+            extra_body={"speculation": "off", "answer_memory": False},
         )
         return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
 
@@ -342,7 +343,12 @@ def test_the_session_header_works_too(client: OpenAI, server: ServerProcess) -> 
         model=MODEL, messages=COLORS, temperature=0, max_tokens=8, extra_headers=headers
     )
     again = client.chat.completions.create(
-        model=MODEL, messages=COLORS, temperature=0, max_tokens=8, extra_headers=headers
+        model=MODEL,
+        messages=COLORS,
+        temperature=0,
+        max_tokens=8,
+        extra_headers=headers,
+        extra_body={"answer_memory": False},  # NOTE: computed on the session's state
     )
     assert again.usage.prompt_tokens_details.cached_tokens == again.usage.prompt_tokens - 1
     raw(server, "DELETE", "/v1/sessions/s-2")

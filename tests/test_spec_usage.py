@@ -72,7 +72,8 @@ def test_usage_carries_the_prediction_tokens_over_http() -> None:
         client = OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0)
         messages = [{"role": "user", "content": QUESTION}]
         ask = {"model": MODEL, "messages": messages, "temperature": 0, "max_tokens": 48}
-        on = {"extra_body": {"speculation": "on"}}
+        # NOTE: computed again each time (drafted from the Palimpsest), not remembered
+        on = {"extra_body": {"speculation": "on", "answer_memory": False}}
         first = client.chat.completions.create(**ask, extra_body={"speculation": "off"})
         details = first.usage.completion_tokens_details
         assert details.accepted_prediction_tokens == details.rejected_prediction_tokens == 0
@@ -88,7 +89,7 @@ def test_usage_carries_the_prediction_tokens_over_http() -> None:
         streamed = chunks[-1].usage.completion_tokens_details
         assert 0 < streamed.accepted_prediction_tokens <= chunks[-1].usage.completion_tokens
         # the bodies are what the OpenAPI document says (its strict response models)
-        body = {**ask, "speculation": "on"}
+        body = {**ask, "speculation": "on", "answer_memory": False}
         raw = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=60).json()
         ChatCompletion.model_validate(raw)
         body |= {"stream": True, "stream_options": {"include_usage": True}}

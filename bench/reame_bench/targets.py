@@ -119,6 +119,9 @@ def chat_request_body(
         # Reame's: the decode workloads compare plain decoding, the speculation workloads each
         # mode; llama-server ignores the field
         "speculation": speculation,
+        # Reame's: these workloads time computing, and send the same request again; a server
+        # that answers it from memory would time nothing (llama-server ignores the field)
+        "answer_memory": False,
     }
 
 

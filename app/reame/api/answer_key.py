@@ -50,7 +50,9 @@ _COMMON_OUTPUT = frozenset(
 )
 # NOTE: `model` names the model, whose file is in the key by its fingerprint; `speculation`
 # changes only how fast (an answer is kept only where drafts left it as a lone request's)
-_COMMON_OTHER = frozenset({"model", "stream", "stream_options", "user", "metadata", "speculation"})
+_COMMON_OTHER = frozenset(
+    {"model", "stream", "stream_options", "user", "metadata", "speculation", "answer_memory"}
+)
 
 OUTPUT_FIELDS: dict[type, frozenset[str]] = {
     ChatRequest: _COMMON_OUTPUT

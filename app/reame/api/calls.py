@@ -17,6 +17,7 @@ from reame.api import openai_format as fmt
 from reame.api.call_frames import batch_chunks
 from reame.api.chat_turn import ChatTurn, chat_turn, template_messages
 from reame.api.errors import ApiError
+from reame.api.remembered import MEMORY_HEADER
 from reame.api.schemas import ChatRequest, CompletionRequest
 from reame.api.served import Served, num_prompts
 from reame.api.sse import DONE, frame
@@ -371,6 +372,10 @@ class Call:
         if self.body.include_usage:
             obj = "chat.completion.chunk" if self.is_chat else "text_completion"
             yield [fmt.usage_chunk(self.rid, self.created, model, obj, self._totals())]
+
+    def headers(self) -> dict[str, str]:
+        """What the response's headers say of the call once it started: answered from memory."""
+        return {MEMORY_HEADER: "hit"} if self.is_recalled else {}
 
     @property
     def is_recalled(self) -> bool:

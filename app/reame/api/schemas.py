@@ -2,7 +2,8 @@
 
 Reame's own knobs are extra fields, documented in the README: top_k, min_p, repetition_penalty,
 ignore_eos, speculation, session_id, the Conclave's best_of (on chats too), vote_on and
-vote_early_stop, and grammar (Lark or GBNF text, or a regex, on chats and completions).
+vote_early_stop, grammar (Lark or GBNF text, or a regex, on chats and completions), and
+answer_memory (false: computed again, whatever the answer memory holds).
 """
 
 from __future__ import annotations
@@ -182,6 +183,7 @@ class _Common(BaseModel):
     repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
     ignore_eos: bool = False
     speculation: Literal["auto", "on", "off"] | None = None
+    answer_memory: bool = True  # false: computed again (a benchmark's), neither looked up nor kept
     session_id: str | None = Field(None, min_length=1, max_length=128)
     best_of: int | None = Field(None, ge=1)
     vote_on: str | None = Field(None, min_length=1, max_length=64)

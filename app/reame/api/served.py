@@ -49,8 +49,8 @@ class Served:
     def call_memory(
         self, body: ChatRequest | CompletionRequest, session_id: str | None, owner: str
     ) -> CallMemory | None:
-        """A call's part in the answer memory; None while it is off."""
-        if self.memory is None:
+        """A call's part in the answer memory; None while it is off, or the call opts out."""
+        if self.memory is None or not body.answer_memory:
             return None
         service = self.service
         server = ServerSide(

@@ -28,7 +28,6 @@ from reame.api.auth import is_authorized, is_loopback, key_owner
 from reame.api.calls import Call
 from reame.api.chat_turn import ThinkingDefaults
 from reame.api.errors import ApiError
-from reame.api.remembered import MEMORY_HEADER
 from reame.api.request_checks import is_text
 from reame.api.sanic_kit import HTTPResponse, Request, Sanic, json, raw
 from reame.api.schemas import ChatRequest, CompletionRequest
@@ -300,8 +299,7 @@ def create_app(
         state.num_active += 1  # NOTE: counted until the last byte, so SIGTERM drains it
         try:
             await call.start()
-            if call.is_recalled:
-                route[MEMORY_HEADER] = "hit"
+            route |= call.headers()
             if not body.stream:
                 answer = await call.response()
                 if call.verdict is not None:  # NOTE: so a split vote can go elsewhere unread

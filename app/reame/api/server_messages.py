@@ -44,10 +44,12 @@ def add_messages_routes(app: Sanic, served: Served, state: ServerState, limits: 
                 await send_stream(request, _one(stream.start() + stream.finish(None)), {}, limits)
                 return None
             await call.start()
+            headers = call.headers()
             if not body.stream:
                 chat = await call.response()
-                return json(anthropic.message(chat, call.rid, _stop_sequence(call)))
-            await send_stream(request, message_frames(call), {}, limits)
+                answer = anthropic.message(chat, call.rid, _stop_sequence(call))
+                return json(answer, headers=headers)
+            await send_stream(request, message_frames(call), headers, limits)
             return None
         finally:
             state.num_active -= 1

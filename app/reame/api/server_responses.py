@@ -79,6 +79,7 @@ def add_responses_routes(
         state.num_active += 1  # NOTE: counted until the last byte, so SIGTERM drains it
         try:
             await call.start()
+            headers |= call.headers()
             if not body.stream:
                 answer = await call.response()
                 choice = answer["choices"][0]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import structlog
 
 from reame import metrics
-from reame.engine.exact_run import probe_paths
+from reame.engine.exact_run import PROBE_LIMIT, probe_paths
 from reame.engine.exact_steps import ExactPaths
 from reame.engine.intake import Abort, Hold, sequence_of
 from reame.engine.kv_context import KVContext
@@ -228,7 +228,7 @@ class Engine:
     def exact_run(self) -> int:
         """The longest verify run (and replay after a rollback) whose logits are those of
         one-token steps on this machine."""
-        return self.paths.run
+        return self.paths.run or PROBE_LIMIT
 
     def close(self, timeout: float = 30.0) -> bool:
         """Stop the engine thread (requests still in it end as aborted); False if it is still

@@ -48,7 +48,8 @@ def probe_paths(context: KVContext, controller: SpecController | None) -> ExactP
     # NOTE: the position is found on runs of two: where none is exact it cannot be, and no
     # step beside another is taken as exact (0)
     until = exact_until(context, min(LONG_PROBE, per_sequence - 2)) if run > 1 else 0
-    paths = ExactPaths(run, until, exact_neighbours(context, context.shape.num_sequences))
+    neighbours = exact_neighbours(context, context.shape.num_sequences)
+    paths = ExactPaths(run if run < PROBE_LIMIT else None, until, neighbours)
     if controller is not None:
         _cap(controller, paths)
     log.info("exact paths measured", max_run=run, until=until, neighbours=paths.neighbours)
@@ -56,14 +57,14 @@ def probe_paths(context: KVContext, controller: SpecController | None) -> ExactP
 
 
 def _cap(controller: SpecController, paths: ExactPaths) -> None:
-    if paths.run < PROBE_LIMIT:
+    if paths.run is not None:
         controller.max_length = min(controller.max_length, paths.run - 1)
         log.info(
             "verify runs kept short: longer batches round otherwise here",
             max_run=paths.run,
             max_drafts=controller.max_length,
         )
-    if paths.run > 1 and paths.until:
+    if paths.run != 1 and paths.until:
         controller.exact_until = paths.until
         log.info("no drafts past a position: runs there round otherwise here", position=paths.until)
 

@@ -34,7 +34,10 @@ class Step(Protocol):
 class ExactPaths:
     """What the start-up probe found computed as one-token steps of a lone sequence are."""
 
-    run: int = 1  # the longest verify run of one sequence
+    # the longest verify run of one sequence; None: every run the probe tried (PROBE_LIMIT)
+    # was exact, and longer ones are taken as exact too, as speculation takes them (a run of 8
+    # already takes the matmuls' tiled path, which longer runs take)
+    run: int | None = 1
     until: int | None = 0  # the first position a run may not reach (None: any; 0: not probed)
     neighbours: int = 1  # sequences of one token each one llama_decode may hold
 
@@ -56,4 +59,5 @@ def call_is_exact(parts: Sequence[Step], paths: ExactPaths) -> bool:
 
 
 def _within(run: int, end: int, paths: ExactPaths) -> bool:
-    return run <= paths.run and (paths.until is None or end <= paths.until)
+    fits = paths.run is None or run <= paths.run
+    return fits and (paths.until is None or end <= paths.until)

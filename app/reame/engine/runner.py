@@ -66,7 +66,7 @@ class Runner:
         for call in calls:
             if not call_is_exact(call.parts, self.paths):
                 for part in call.parts:
-                    part.seq.is_exact = False
+                    part.seq.computed_otherwise()
             self.context.decode(*call.batch())
             if call is not calls[-1]:  # NOTE: the next decode overwrites the logits
                 out.logits = _kept(out.logits, self.context, call, copy=True)

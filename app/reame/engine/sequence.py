@@ -153,6 +153,11 @@ class Sequence:
         self.num_computed, self.num_cached = num_computed, self.num_prompt
         self.chunk_ends = list(chunk_ends)
 
+    def computed_otherwise(self) -> None:
+        """A step computed it otherwise than it computes alone (engine/exact_steps.py), or it
+        goes on from a prompt that was."""
+        self.is_exact = False
+
     def answer_grammar(self) -> None:
         """Its thought ended: the grammar its thought held for the answer applies from here."""
         assert self.thought is not None

@@ -234,7 +234,8 @@ class Update:
             state = self.moves.read(leader.slot)
             kept = logits.copy()
             for seq in late:
-                seq.is_exact = leader.is_exact
+                if not leader.is_exact:
+                    seq.computed_otherwise()
                 if state is None:  # NOTE: the leader's own KV was lost: it starts over
                     self.finish(seq, Finish.ERROR, error="the prompt's state was lost")
                     continue
@@ -243,7 +244,8 @@ class Update:
         if forks:
             self.moves.add(Copy(leader.slot, tuple(s.slot for s in forks)))
         for seq in forks:
-            seq.is_exact = leader.is_exact
+            if not leader.is_exact:
+                seq.computed_otherwise()
             seq.forked_from(leader.num_computed, leader.chunk_ends)
             self.scheduler.start(seq)
             self._advance(seq, logits)

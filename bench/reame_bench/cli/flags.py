@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from reame.cli.common import add_settings_flags
-from reame_bench.cli import exam, structured
+from reame_bench.cli import again, exam, structured
 from reame_bench.synthetic_shapes import SHAPES
 
 
@@ -251,3 +251,4 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     )
     structured.add_flags(p)
     exam.add_flags(p)
+    again.add_flags(p)

@@ -11,6 +11,7 @@ from contextlib import nullcontext
 from reame.errors import ConfigError
 from reame.runtime import Runtime
 from reame_bench.cli import structured
+from reame_bench.cli.again import bench_again
 from reame_bench.cli.cluster import bench_cluster
 from reame_bench.cli.exam import bench_exam
 from reame_bench.cli.flags import add_flags
@@ -51,6 +52,8 @@ def bench(args: argparse.Namespace) -> int:
         return structured.bench(args, progress)
     if args.exam is not None:
         return bench_exam(args)
+    if args.again is not None:
+        return bench_again(args)
     if args.cluster:
         return bench_cluster(args)
     if args.hostile:
