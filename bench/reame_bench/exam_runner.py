@@ -80,9 +80,12 @@ async def sit(
     questions: Sequence[Question],
     best_of: int | None,
     log: Callable[[str], None],
+    completions: bool = False,
 ) -> Sitting | None:
-    """The target's answers, or None if it refuses the Conclave asked for."""
-    if best_of is not None and not await _holds_conclaves(target, best_of):
+    """The target's answers, or None if it refuses the Conclave asked for. `completions`: each
+    question as a raw prompt, the answer to its end of line (a base model, without a chat
+    template)."""
+    if best_of is not None and not await _holds_conclaves(target, best_of, completions):
         log(f"{target.name}: no Conclave (its answer to best_of has no tally)")
         return None
     sitting = Sitting()
@@ -90,10 +93,7 @@ async def sit(
     for number, question in enumerate(questions, start=1):
         body: dict[str, Any] = {
             "model": target.model,
-            "messages": [
-                {"role": "system", "content": INSTRUCTIONS + document},
-                {"role": "user", "content": question.question},
-            ],
+            **_asked(document, question.question, completions),
             "max_tokens": ANSWER_TOKENS,
             "temperature": 0,
             "stream": True,
@@ -112,16 +112,27 @@ async def sit(
     return sitting
 
 
-async def _holds_conclaves(target: HttpTarget, best_of: int) -> bool:
+def _asked(document: str, question: str, completions: bool) -> dict[str, Any]:
+    """A question as a chat, or as a raw prompt answered to its end of line."""
+    if completions:
+        prompt = f"{INSTRUCTIONS}{document}\n\nQuestion: {question}\nAnswer:"
+        return {"prompt": prompt, "stop": ["\n"]}
+    return {
+        "messages": [
+            {"role": "system", "content": INSTRUCTIONS + document},
+            {"role": "user", "content": question},
+        ]
+    }
+
+
+async def _holds_conclaves(target: HttpTarget, best_of: int, completions: bool) -> bool:
     """Whether the server runs a Conclave: a server that ignores `best_of` (llama-server)
     answers without a tally."""
-    body = {
-        "model": target.model,
-        "messages": [{"role": "user", "content": "Say yes."}],
-        "max_tokens": 2,
-        "best_of": best_of,
-    }
-    answer = await target.post("/v1/chat/completions", body)
+    say = "Say yes."
+    asked = {"prompt": say} if completions else {"messages": [{"role": "user", "content": say}]}
+    body = {"model": target.model, **asked, "max_tokens": 2, "best_of": best_of}
+    path = "/v1/completions" if completions else "/v1/chat/completions"
+    answer = await target.post(path, body)
     return answer is not None and "conclave" in answer
 
 

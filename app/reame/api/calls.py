@@ -27,7 +27,6 @@ from reame.cache.prefix_reuse import SessionKey
 from reame.conclave.convene import Verdict, candidate_jobs, convene, open_conclave
 from reame.engine.request import FinishEvent, GenerationRequest, ThoughtSpec, TokenEvent
 from reame.errors import InvalidRequestError
-from reame.grammar.matcher import Grammar
 from reame.history_ahead import history_ahead
 from reame.loop_inbox import ChoiceEvent
 from reame.service import Job
@@ -159,7 +158,7 @@ class Call:
                 )
                 if self.tool_use is not None:
                     messages, tools = self.tool_use.prompt(messages)
-                    grammar = self._tool_grammar(grammar)
+                    grammar = self.tool_use.compiled(grammar, service.grammar)
                 turn = chat_turn(
                     service,
                     body,
@@ -202,23 +201,6 @@ class Call:
                 )
         return jobs
 
-    def _tool_grammar(self, grammar: Grammar | None) -> Grammar | None:
-        """The grammar of the tool calls asked for; they and a response_format exclude each
-        other (one grammar a request)."""
-        assert self.tool_use is not None
-        spec = self.tool_use.grammar()
-        if spec is None:
-            return grammar
-        if grammar is not None:
-            raise ApiError(
-                400,
-                "response_format or grammar cannot be combined with tool calls; send "
-                'tool_choice "none" to answer by the response_format',
-                "response_format",
-                "invalid_value",
-            )
-        return self.served.service.grammar(spec, kind="tools")
-
     def piece(self, token: int) -> str:
         return self.served.service.token_text(token)
 
@@ -230,12 +212,7 @@ class Call:
             finishes = [c.finish for c in v.candidates if c.finish]
             prompt = len(self.jobs[0].prompt)
             return fmt.usage(prompt, v.num_completion_tokens, v.num_cached_tokens, finishes)
-        firsts = range(0, len(self.jobs), self.body.n)
-        prompt = sum(len(self.jobs[i].prompt) for i in firsts)
-        cached = sum(f.num_cached_tokens for i in firsts if (f := self.choices[i].finish))
-        finishes = [c.finish for c in self.choices if c.finish]
-        completion = sum(f.num_completion_tokens for f in finishes)
-        return fmt.usage(prompt, completion, cached, finishes)
+        return fmt.choices_usage([len(j.prompt) for j in self.jobs], self.choices, self.body.n)
 
     async def _events(self) -> AsyncIterator[list[tuple[fmt.Choice, TokenEvent | FinishEvent]]]:
         """The engine's events, a batch for each hand-over, booked on their choices."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from reame.engine.request import Finish, FinishEvent, TokenEvent
@@ -51,6 +51,16 @@ def usage(
             "rejected_prediction_tokens": rejected,
         },
     }
+
+
+def choices_usage(prompt_lengths: Sequence[int], choices: Sequence[Choice], n: int) -> dict:
+    """Each prompt counts once, however many (`n`) choices it has, as OpenAI counts it."""
+    firsts = range(0, len(choices), n)
+    prompt = sum(prompt_lengths[i] for i in firsts)
+    cached = sum(f.num_cached_tokens for i in firsts if (f := choices[i].finish))
+    finishes = [c.finish for c in choices if c.finish]
+    completion = sum(f.num_completion_tokens for f in finishes)
+    return usage(prompt, completion, cached, finishes)
 
 
 def finish_reason(event: FinishEvent) -> str:

@@ -3,12 +3,14 @@ answer must match, and the answer read back as OpenAI's message with `tool_calls
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reame.api.errors import ApiError
 from reame.api.schemas import ChatRequest
 from reame.errors import InvalidRequestError
-from reame.grammar.matcher import GrammarSpec
+from reame.grammar.matcher import Grammar, GrammarSpec
 from reame.grammar.tool_calls import tool_grammar
 from reame.llama.model import Model
 from reame.tool_calls.choice import choice_mode
@@ -69,6 +71,23 @@ class ToolUse:
     def grammar(self) -> GrammarSpec | None:
         text = tool_grammar(self.tools, self.tool_choice, self.parallel, self.family, self.special)
         return GrammarSpec("lark", text, "tools") if text else None
+
+    def compiled(self, grammar: Grammar | None, compile_: Callable[..., Grammar]) -> Grammar | None:
+        """The grammar of the tool calls asked for, compiled by `compile_`
+        (Service.grammar); they and a response_format exclude each other (one grammar a
+        request)."""
+        spec = self.grammar()
+        if spec is None:
+            return grammar
+        if grammar is not None:
+            raise ApiError(
+                400,
+                "response_format or grammar cannot be combined with tool calls; send "
+                'tool_choice "none" to answer by the response_format',
+                "response_format",
+                "invalid_value",
+            )
+        return compile_(spec, kind="tools")
 
     def text_of(self, token: int, text: str) -> str:
         """A token's text as the reader needs it: a marker that is a control token too."""

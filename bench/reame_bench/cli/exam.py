@@ -38,6 +38,12 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         help="also sit each server's exam as a Conclave of N (Reame's best_of)",
     )
+    ex.add_argument(
+        "--exam-completions",
+        action="store_true",
+        help="ask each question as a raw prompt (completions), answered to its end of line: for "
+        "a base model without a chat template",
+    )
     ex.add_argument("--answers", type=Path, help="write every answer and its score here (JSON)")
 
 
@@ -67,7 +73,9 @@ def bench_exam(args: argparse.Namespace) -> int:
             try:
                 for best_of in (None, args.best_of) if args.best_of else (None,):
                     label = name if best_of is None else f"{name}, Conclave of {best_of}"
-                    sitting = await sit(target, text, questions, best_of, progress)
+                    sitting = await sit(
+                        target, text, questions, best_of, progress, args.exam_completions
+                    )
                     if sitting is not None:
                         sittings[label], answers[label] = sitting, sitting.answers
             finally:
