@@ -256,3 +256,21 @@ def test_reame_bench_again_times_a_request_sent_again(server: ServerProcess) -> 
         assert float(ratio) == pytest.approx(float(again) / float(first), abs=0.002)
     # each request sent again was answered from memory
     assert server.metric("reame_answer_memory_lookups_total", 'result="hit"') == hits + 4
+
+
+def test_a_conclave_is_kept_only_when_every_candidate_is_seeded(server: ServerProcess) -> None:
+    """Candidates after the first explore: unseeded they sample at random, and the vote is not
+    kept; with a seed each has its own, and the whole vote comes back from memory."""
+    # NOTE: no drafts: two candidates' verify runs of one size in one decode are not exact
+    # (answer-memory.md), and would keep this vote out whatever its seeds
+    ask = {**ASK, "best_of": 3, "max_tokens": 16, "speculation": "off",
+           "messages": [{"role": "user", "content": "What is 17+25?"}]}  # fmt: skip
+    post(server, ask)
+    assert post(server, ask).headers.get("x-reame-memory") is None
+    seeded = {**ask, "seed": 5}
+    first = post(server, seeded)
+    again = post(server, seeded)
+    assert again.headers.get("x-reame-memory") == "hit"
+    assert again.json()["conclave"] == first.json()["conclave"]
+    assert again.headers.get("x-reame-conclave") == first.headers.get("x-reame-conclave")
+    assert text(again) == text(first)

@@ -55,9 +55,11 @@ def client(url: str) -> OpenAI:
 
 
 def ask(url: str, messages: list[dict], max_tokens: int = 16, **headers: str):
+    """A chat computed (a greedy one asked again would come from the answer memory, which
+    these tests of the prefix cache, the Palimpsest and the routing do not time)."""
     return client(url).chat.completions.create(
         model=MODEL, messages=messages, temperature=0, max_tokens=max_tokens,
-        extra_headers=headers or None,
+        extra_headers=headers or None, extra_body={"answer_memory": False},
     )  # fmt: skip
 
 
@@ -92,6 +94,21 @@ def test_a_replica_restores_a_system_prompt_it_never_saw_from_the_shared_tier(cl
     assert warm.usage.prompt_tokens_details.cached_tokens >= 1500
     assert warm.choices[0].message.content == cold.choices[0].message.content
     assert two.metric("reame_prefix_cache_lookups_total", 'result="shared"') == shared + 1
+
+
+def test_a_replica_answers_from_the_memory_another_replica_kept(cluster) -> None:
+    """An answer kept on one replica goes to the tier signed; the other finds it there."""
+    store, one, two, _ = cluster
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Name two oceans."}],
+            "temperature": 0, "max_tokens": 16}  # fmt: skip
+    first = httpx.post(f"{one.url}/v1/chat/completions", json=body, timeout=120)
+    assert first.status_code == 200
+    wait_for(lambda: len(store.client().keys("reame:ans:*")) >= 1)
+    shared = two.metric("reame_answer_memory_lookups_total", 'result="hit_shared"')
+    again = httpx.post(f"{two.url}/v1/chat/completions", json=body, timeout=120)
+    assert again.headers.get("x-reame-memory") == "hit"
+    assert again.json()["choices"][0]["message"] == first.json()["choices"][0]["message"]
+    assert two.metric("reame_answer_memory_lookups_total", 'result="hit_shared"') == shared + 1
 
 
 def test_each_replica_drafts_from_the_answers_the_other_gave(cluster) -> None:

@@ -53,6 +53,7 @@ from reame.cache.tier_listing import (
     prefix_field,
     segment_name,
     segment_status,
+    tail_sizes,
 )
 from reame.cache.tier_mac import TAG_BYTES, TierMac
 from reame.cache.tier_scripts import BRANCH_SCRIPT, LISTING_SCRIPT
@@ -60,8 +61,6 @@ from reame.cache.tier_scripts import BRANCH_SCRIPT, LISTING_SCRIPT
 RETRY_SECONDS = 5.0
 MAX_LISTED = 4096  # fields of one listing; a group or segment list past it is refused whole
 MAX_FIELD_BYTES = 256  # a field or value of a listing (replicas write under 100)
-MAX_TAIL_BYTES = 8 << 20  # of one segment a sync (a longest record, 1M tokens, fits)
-MAX_SYNC_BYTES = 64 << 20  # of all segments a sync; what is past it waits for the next
 MAX_BRANCHES = 16  # states a block listing names: the newest; older ones are dropped on write
 T = TypeVar("T")
 _NOT_A_STRING = b"\0"  # a blob key of another type: read as a value that is not signed
@@ -125,17 +124,9 @@ class SharedStore:
         blob, listing = f"{self._kv}:b:{key}", f"{self._kv}:g:{group}"
         field = prefix_field(length, key)
         most = TAG_BYTES + self.bound.blob_bytes(length)
-
-        def run(client: redis.Redis) -> bytes:
-            try:  # NOTE: one byte past the bound says the value is longer: it is not read
-                return bytes(client.getrange(blob, 0, most))
-            except redis.exceptions.ResponseError:
-                return _NOT_A_STRING
-
-        data = self._call("get", run, None)
+        data = self._read_bounded(blob, most)
         if data is None:
             return None
-        metrics.SHARED_BYTES.labels("read").inc(len(data))
         if not data:  # listed, but the server evicted the blob: clean the listing
             metrics.PREFIX_REJECTED.labels("missing").inc()
             self._remove("put", fields=[(listing, field)])
@@ -145,6 +136,20 @@ class SharedStore:
             _refuse("size" if len(data) > most else "mac")
             self._remove("put", fields=[(listing, field)], keys=[blob])
         return snapshot
+
+    def _read_bounded(self, name: str, most: int) -> bytes | None:
+        """A string value up to one byte past `most`; None: no answer, b"": there is none."""
+
+        def run(client: redis.Redis) -> bytes:
+            try:  # NOTE: one byte past the bound says the value is longer: it is not read
+                return bytes(client.getrange(name, 0, most))
+            except redis.exceptions.ResponseError:
+                return _NOT_A_STRING
+
+        data = self._call("get", run, None)
+        if data:
+            metrics.SHARED_BYTES.labels("read").inc(len(data))
+        return data
 
     def branches(self, blocks: Sequence[str]) -> list[list[tuple[str, int, str]]]:
         """(group, length, key) of the states listed as going on past each block group, newest
@@ -212,17 +217,9 @@ class SharedStore:
         """The record of the answer named `key`, its tag checked; None if the tier did not
         answer, has none, or it is larger than `most` or does not check out (then removed)."""
         name = f"{self._answers}:{key}"
-
-        def run(client: redis.Redis) -> bytes:
-            try:  # NOTE: one byte past the bound says the value is longer: it is not read
-                return bytes(client.getrange(name, 0, TAG_BYTES + most))
-            except redis.exceptions.ResponseError:
-                return _NOT_A_STRING
-
-        data = self._call("get", run, None)
+        data = self._read_bounded(name, TAG_BYTES + most)
         if not data:
             return None
-        metrics.SHARED_BYTES.labels("read").inc(len(data))
         fits = len(data) <= TAG_BYTES + most
         record = self.mac.opened(data, name.encode(), self._model) if fits else None
         if record is None:
@@ -277,15 +274,15 @@ class SharedStore:
         return (parsed, state) if parsed is not None and state is not None else _refuse("listing")
 
     def tails(self, vocab: str, reads: Sequence[tuple[str, int]]) -> list[bytes] | None:
-        """Each segment's bytes from an offset on, as much as _tail_sizes allows, in two round
-        trips (the sizes, then the bytes); empty for a key that is not a string."""
+        """Each segment's bytes from an offset on, as much as tail_sizes allows, in two round trips
+        (the sizes, then the bytes); empty for a key that is not a string."""
         keys = [self.segment_key(vocab, name) for name, _ in reads]
 
         def run(client: redis.Redis) -> list[bytes]:
             pipe = client.pipeline(transaction=False)
             for key in keys:
                 pipe.strlen(key)
-            sizes = _tail_sizes([o for _, o in reads], pipe.execute(raise_on_error=False))
+            sizes = tail_sizes([o for _, o in reads], pipe.execute(raise_on_error=False))
             pipe = client.pipeline(transaction=False)
             for key, (_, offset), size in zip(keys, reads, sizes, strict=True):
                 if size:
@@ -396,19 +393,6 @@ class SharedStore:
 
     def close(self) -> None:
         self._client.close()
-
-
-def _tail_sizes(offsets: Sequence[int], lengths: Sequence[object]) -> list[int]:
-    """How much of each segment to read: what is new past its offset, up to MAX_TAIL_BYTES;
-    nothing of a segment that would take the reads past MAX_SYNC_BYTES (the next sync reads it)."""
-    left, out = MAX_SYNC_BYTES, []
-    for offset, length in zip(offsets, lengths, strict=True):
-        new = length - offset if isinstance(length, int) else 0
-        size = min(max(new, 0), MAX_TAIL_BYTES)
-        size = size if size <= left else 0
-        left -= size
-        out.append(size)
-    return out
 
 
 def _refuse(reason: str) -> None:

@@ -10,6 +10,7 @@ no replica wrote (unicode digits, a sign, spaces, thousands of digits). Pure.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _PREFIX_ENTRY = re.compile(rb"([1-9][0-9]{0,8})-([0-9a-f]{32})")
 _BRANCH_ENTRY = re.compile(rb"([0-9a-f]{32})/([1-9][0-9]{0,8})-([0-9a-f]{32})")
@@ -44,3 +45,20 @@ def segment_name(name: bytes) -> str | None:
 def segment_status(status: bytes) -> str | None:
     """ "open" or "sealed:<bytes>"."""
     return status.decode() if _STATUS.fullmatch(status) else None
+
+
+MAX_TAIL_BYTES = 8 << 20  # of one segment a sync (a longest record, 1M tokens, fits)
+MAX_SYNC_BYTES = 64 << 20  # of all segments a sync; what is past it waits for the next
+
+
+def tail_sizes(offsets: Sequence[int], lengths: Sequence[object]) -> list[int]:
+    """How much of each segment to read: what is new past its offset, up to MAX_TAIL_BYTES;
+    nothing of a segment that would take the reads past MAX_SYNC_BYTES (the next sync reads it)."""
+    left, out = MAX_SYNC_BYTES, []
+    for offset, length in zip(offsets, lengths, strict=True):
+        new = length - offset if isinstance(length, int) else 0
+        size = min(max(new, 0), MAX_TAIL_BYTES)
+        size = size if size <= left else 0
+        left -= size
+        out.append(size)
+    return out

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import structlog
 
 from reame import metrics
-from reame.engine.exact_run import PROBE_LIMIT, probe_paths
+from reame.engine.exact_run import probe_paths
 from reame.engine.exact_steps import ExactPaths
 from reame.engine.intake import Abort, Hold, sequence_of
 from reame.engine.kv_context import KVContext
@@ -71,8 +71,7 @@ class Engine:
         each request), and free sequences keep their prompts' KV for requests that start alike.
         `forced_runs`: the tokens a grammar forces go into one step together. `exact_runs`:
         verify runs no longer than this machine computes as one-token steps (measured here).
-        `probes_paths`: measure that at start even without speculation, so that each finish
-        says whether its answer was computed as a lone request's (FinishEvent.is_exact)."""
+        `probes_paths`: measure that without speculation too (FinishEvent.is_exact needs it)."""
         self.model, self.context = model, context
         self.context_length = context_length
         self._max_in_flight = context.shape.num_sequences + max_waiting
@@ -83,16 +82,12 @@ class Engine:
         self.scheduler = Scheduler(
             context, context_length, takes_snapshots, speculation, max_wait_seconds
         )
-        # what computes as a lone sequence's one-token steps here (measured at start, if
-        # anything asks; else no step is taken as exact but a lone sequence's decode)
-        self.paths = ExactPaths()
-        self._probes = probes_paths
+        self.paths = ExactPaths()  # what computes as a lone sequence's steps (probed at start)
         self._probed: SpecController | None = None  # whose drafts the probe bounds, on start
         if speculation is not None:
             speculation.controller.uses_checkpoints = not context.can_cut
-            if exact_runs:
-                self._probed = speculation.controller
-                self._probes = True
+            self._probed = speculation.controller if exact_runs else None
+        self._probes = probes_paths or self._probed is not None
         moves = self.scheduler.moves
         self.runner = Runner(moves, self.paths, speculation.controller if speculation else None)
         self.update = Update(
@@ -224,12 +219,6 @@ class Engine:
         """Stop computing a request whose reader fell behind (held), or go on (not held)."""
         self._inbox.put(Hold(request_id, held))
 
-    @property
-    def exact_run(self) -> int:
-        """The longest verify run (and replay after a rollback) whose logits are those of
-        one-token steps on this machine."""
-        return self.paths.run or PROBE_LIMIT
-
     def close(self, timeout: float = 30.0) -> bool:
         """Stop the engine thread (requests still in it end as aborted); False if it is still
         inside llama.cpp after `timeout`: then nothing it uses may be freed."""
@@ -246,10 +235,8 @@ class Engine:
             # each thread that calls llama_decode a team of its own, and once the teams' threads
             # outnumber the cores, they sleep at every barrier instead of spinning (measured
             # with the probe on the caller's thread: 1-token steps 19 ms instead of 11)
-            if self._probes:
-                found = probe_paths(self.context, self._probed)
-                paths = self.paths  # NOTE: the runner holds it: changed in place
-                paths.run, paths.until, paths.neighbours = found.run, found.until, found.neighbours
+            if self._probes:  # NOTE: into the runner's paths, in place
+                probe_paths(self.context, self._probed, self.paths)
         except BaseException as exc:
             self._die(f"the engine's start-up probe failed: {type(exc).__name__}: {exc}")
         finally:

@@ -39,21 +39,20 @@ _PROBE_RUN = list(range(10, 10 + PROBE_LIMIT))
 log = structlog.get_logger("reame.engine")
 
 
-def probe_paths(context: KVContext, controller: SpecController | None) -> ExactPaths:
+def probe_paths(context: KVContext, controller: SpecController | None, paths: ExactPaths) -> None:
     """Measure what computes as a lone sequence's one-token steps here: the longest exact
     run, how far into a context a run stays exact, how many sequences of one token a batch may
-    hold; and keep `controller`'s drafts within the first two."""
+    hold, into `paths`; and keep `controller`'s drafts within the first two."""
     run = longest_exact_run(context, _PROBE_PROMPT, _PROBE_RUN)
     per_sequence = context.shape.num_cells // context.shape.num_sequences
     # NOTE: the position is found on runs of two: where none is exact it cannot be, and no
     # step beside another is taken as exact (0)
     until = exact_until(context, min(LONG_PROBE, per_sequence - 2)) if run > 1 else 0
-    neighbours = exact_neighbours(context, context.shape.num_sequences)
-    paths = ExactPaths(run if run < PROBE_LIMIT else None, until, neighbours)
+    paths.run, paths.until = (run if run < PROBE_LIMIT else None), until
+    paths.neighbours = exact_neighbours(context, context.shape.num_sequences)
     if controller is not None:
         _cap(controller, paths)
     log.info("exact paths measured", max_run=run, until=until, neighbours=paths.neighbours)
-    return paths
 
 
 def _cap(controller: SpecController, paths: ExactPaths) -> None:
