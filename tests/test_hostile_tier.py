@@ -29,7 +29,7 @@ import redis
 import zstandard
 
 from reame import metrics
-from reame.cache import shared_store
+from reame.cache import tier_listing
 from reame.cache.keys import group_chain, group_of
 from reame.cache.shared_store import SharedStore
 from reame.cache.snapshot_format import MAGIC, SnapshotError, decode, encode, read_header
@@ -239,7 +239,7 @@ def test_a_signed_blob_past_what_its_tokens_take_is_not_read_past_its_bound(
 def test_a_sync_reads_a_bounded_amount_and_catches_up_on_the_next(
     store: SharedStore, plain_tier: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(shared_store, "MAX_SYNC_BYTES", 1 << 20)
+    monkeypatch.setattr(tier_listing, "MAX_SYNC_BYTES", 1 << 20)
     vocab, client = "vocab-v", plain_tier.client()
     listing = f"reame:pal:{vocab}:segments"
     for name in ("a.pal", "b.pal", "c.pal"):  # 600 kB each: one a sync
