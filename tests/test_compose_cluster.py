@@ -203,13 +203,15 @@ def chats_served(cluster: Cluster) -> list[int]:
 
 def ask(cluster: Cluster, messages: list[dict], key: str | None, max_tokens: int = 4):
     """One chat through HAProxy's published port (by `key`, or by the body without one), and
-    the replica that answered it."""
+    the replica that answered it. Computed, never recalled: the same chat sent to the other
+    replica would otherwise be answered from the answer memory the replicas share."""
     before = chats_served(cluster)
     front = cluster.by_key if key else cluster.by_body
     client = OpenAI(base_url=f"{front}/v1", api_key="none", max_retries=0, timeout=120)
     answer = client.chat.completions.create(
         model=MODEL, messages=messages, temperature=0, max_tokens=max_tokens,
         extra_headers={ROUTE_HEADER: key} if key else None,
+        extra_body={"answer_memory": False},
     )  # fmt: skip
     moved = [after - was for after, was in zip(chats_served(cluster), before, strict=True)]
     assert sorted(moved) == [0, 1], moved

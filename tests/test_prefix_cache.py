@@ -104,11 +104,20 @@ def test_a_cached_system_prompt_is_restored_from_ram_and_answers_identically(
     with Runtime(cache_settings(smollm2_path, state_dir=tmp_path)) as runtime:
         tokens, cached = answer(runtime, "Name a colour.")
         assert (tokens, cached) == (computed["Name a colour."], 0)
-        ram_hits = lookups("ram")
+        ram_hits, disk_hits = in_ram(), lookups("disk") + lookups("disk_partial")
         tokens, cached = answer(runtime, "Name a fruit.")
         assert tokens == computed["Name a fruit."]
         assert cached >= 300  # the system prompt, not computed again
-        assert lookups("ram") == ram_hits + 1
+        assert in_ram() > ram_hits
+        assert lookups("disk") + lookups("disk_partial") == disk_hits
+
+
+def in_ram() -> float:
+    """Lookups answered from RAM: by the snapshot at the system prompt's end, or by the first
+    answer's final state, which goes on past it and lets it go from RAM (PrefixCache.offer).
+    NOTE: which of the two the second request finds depends on whether the first's final state
+    came back before it looked (measured: CI's runner found the final state)."""
+    return lookups("ram") + lookups("ram_partial")
 
 
 def test_after_a_restart_the_prefix_comes_from_disk_and_answers_identically(

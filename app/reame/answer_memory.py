@@ -114,4 +114,5 @@ def _forget_other_models(where: Path, fingerprint: str) -> None:
         make_dirs(where)
         write_atomic(mark, fingerprint.encode())
     except OSError as exc:
-        log.warning("the answer memory's directory could not be marked", error=str(exc))
+        # NOTE: debug: `reame serve` reports an unwritable state directory once (preflight.py)
+        log.debug("the answer memory's directory could not be marked", error=str(exc))

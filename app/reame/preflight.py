@@ -16,14 +16,18 @@ def state_problem(settings: Settings) -> str | None:
         wanted["prefix cache"] = settings.prefix_cache_path
     if settings.palimpsest:
         wanted["Palimpsest"] = settings.palimpsest_path
+    if settings.answer_memory:
+        wanted["answer memory"] = settings.answers_path
     failed = {
         name: (directory, why) for name, directory in wanted.items() if (why := _refusal(directory))
     }
     if not failed:
         return None
     where = ", ".join(f"{directory} ({why})" for directory, why in failed.values())
+    *first, last = [f"the {name}" for name in failed]
+    stores = f"{', '.join(first)} and {last}" if first else last
     return (
-        f"cannot write {where}: the {' and the '.join(failed)} will not persist across restarts; "
+        f"cannot write {where}: {stores} will not persist across restarts; "
         "mount the state volume read-write, owned by the user Reame runs as"
     )
 
