@@ -5,6 +5,9 @@ warming sequence from yielding."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
 from fake_llama import FakeContext
@@ -198,3 +201,30 @@ def test_a_sessions_final_state_kept_after_its_next_turn_was_prefetched_is_gone_
     for i in range(MAX_FINALS):
         index.kept_final(f"key/s{i}", computed(SYSTEM, session=f"key/s{i}"))
     assert index.match(sequence(next_turn, session="key/chat")) is None  # bounded
+
+
+def test_a_resident_with_its_prompts_last_logits_serves_the_same_prompt_whole() -> None:
+    index = ReuseIndex(can_cut=True, budget=BUDGET)
+    prompt = [*SYSTEM, *tail(3, 40)]
+    logits = np.arange(5000, dtype=np.float32)
+    answered = replace(resident([*prompt, 7, 8, 9]), num_prompt=len(prompt), prompt_logits=logits)
+    index.insert(0, answered)
+    found = index.match(sequence(prompt))
+    assert found is not None and (found.tier, found.length) == ("resident", len(prompt))
+    assert found.prompt_logits is logits
+    # another prompt, one that goes on past it, a group: the prompt's last token is computed
+    for other in (sequence([*prompt[:-1], 5]), sequence([*prompt, 7])):
+        found = index.match(other)
+        assert found is not None and found.length < other.num_prompt
+        assert found.prompt_logits is None
+    group = sequence(prompt)
+    group.lead([sequence(prompt)])
+    found = index.match(group)
+    assert found is not None and found.length < len(prompt) and found.prompt_logits is None
+    # without its logits, or on memory that cannot be cut back past its answer: the same
+    index.insert(0, replace(answered, prompt_logits=None))
+    assert index.match(sequence(prompt)).length < len(prompt)
+    stiff = ReuseIndex(can_cut=False, budget=BUDGET)
+    stiff.insert(0, answered)
+    found = stiff.match(sequence(prompt))
+    assert found is None or found.prompt_logits is None

@@ -152,6 +152,12 @@ PREFIX_PRELOADED = Counter(
     "Snapshots loaded from disk into RAM at start, most recently used first",
     registry=REGISTRY,
 )
+PROMPTS_ANSWERED_WHOLE = Counter(
+    "reame_prompts_answered_whole",
+    "Requests whose whole prompt a resident slot held with its last logits: the first token "
+    "was picked from them, nothing of the prompt computed (the same prompt again)",
+    registry=REGISTRY,
+)
 REUSE_MATCHES = Counter(
     "reame_reuse_matches",
     "Admitted requests by where they went on from (engine/reuse_index.py): resident, "

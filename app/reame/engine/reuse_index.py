@@ -11,6 +11,12 @@ A computed state can be in six places, and one `match` looks at all of them:
   empty slot and cut back. A session's final state kept after its turn was prefetched counts as
   pinned too (`kept_final`).
 
+A resident slot that holds a request's whole prompt as its own (maybe its answer after it), with
+the logits its last token gave (computed exactly: as a cold request computes them), serves all of
+it: the first token is picked from those logits and nothing is computed (the same prompt again,
+sampled otherwise).
+Elsewhere the prompt's last token is always computed again.
+
 How much of any of them a request may go on from is decided here alone (`_usable`): the
 exactness rule of engine/exact_reuse.py, and on memory that cannot be cut (recurrent layers)
 all of a state or none. The longest wins; on a tie, the first in TIERS (nothing copied before
@@ -30,6 +36,8 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+import numpy as np
 
 from reame import metrics
 from reame.cache.snapshot_policy import MIN_RESIDENT
@@ -53,6 +61,8 @@ class Resident:
     scope: str
     num_prompt: int
     session: str  # GenerationRequest.session: "" for none
+    # its prompt's last logits when it holds exactly its prompt (Sequence.prompt_logits)
+    prompt_logits: np.ndarray | None = None
 
     @classmethod
     def of(cls, seq: Sequence, length: int) -> Resident:
@@ -64,6 +74,23 @@ class Resident:
             request.scope,
             seq.num_prompt,
             request.session,
+            seq.prompt_logits if length >= seq.num_prompt else None,
+        )
+
+    def answers_whole(self, seq: Sequence, can_cut: bool) -> bool:
+        """Its prompt is `seq`'s, and it knows that prompt's last logits: `seq` computes
+        nothing of it (its answer after it cut off, where the memory can be cut; not a group,
+        whose candidates copy a computed prompt, nor a request whose grammar may force its
+        first tokens)."""
+        prompt = seq.request.prompt
+        n = len(prompt)
+        return (
+            self.prompt_logits is not None
+            and self.num_prompt == n
+            and (can_cut or len(self.tokens) == n)
+            and not seq.forks
+            and seq.constraint is None
+            and self.tokens[:n] == prompt
         )
 
     @property
@@ -85,6 +112,8 @@ class Match:
     held: Computed
     slot: int = -1  # resident or warming: the slot whose KV holds them
     state: SavedState | None = None  # pinned, ram, disk or shared: the state to restore
+    # the whole prompt is held, and its last token's logits pick the first token
+    prompt_logits: np.ndarray | None = None
 
 
 class ReuseIndex:
@@ -104,6 +133,10 @@ class ReuseIndex:
         found: list[Match] = []
         for slot, resident in self._resident.items():
             if resident.scope == request.scope:
+                if resident.answers_whole(seq, self._can_cut):
+                    n, logits = seq.num_prompt, resident.prompt_logits
+                    found.append(Match("resident", n, resident, slot, prompt_logits=logits))
+                    continue
                 length = self._usable(resident, seq)
                 if length >= MIN_RESIDENT:
                     found.append(Match("resident", length, resident, slot))

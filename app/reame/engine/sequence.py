@@ -7,6 +7,8 @@ from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+import numpy as np
+
 from reame.detokenize import TextStream
 from reame.engine.exact_reuse import Computed, cuts_past
 from reame.engine.request import Event, GenerationRequest, Sink
@@ -69,6 +71,9 @@ class Sequence:
     thought: Thought | None = None  # its thought, while it may still come or runs
     # every step that computed it did so as it computes alone (engine/exact_steps.py)
     is_exact: bool = True
+    # the logits its prompt's last token gave, kept while that was computed exactly: the same
+    # prompt again picks its first token from them, computing nothing (engine/reuse_index.py)
+    prompt_logits: np.ndarray | None = None
 
     def saved(self, data: bytes | bytearray) -> SavedState:
         """The state `data` of its KV (tokens[:num_computed]), with how they were computed."""
@@ -101,11 +106,18 @@ class Sequence:
         """It holds llama sequence `slot` (-1: none)."""
         self.slot = slot
 
-    def starts_at(self, num_cached: int, held: Computed | None = None) -> None:
+    def starts_at(
+        self,
+        num_cached: int,
+        held: Computed | None = None,
+        prompt_logits: np.ndarray | None = None,
+    ) -> None:
         """It goes on from `num_cached` tokens already in its slot (computed by `held`, whose
         chunks up to there it inherits, as far as they are known), keeping the snapshot points
-        past them that cuts_past keeps."""
+        past them that cuts_past keeps. `prompt_logits`: its whole prompt is there, and these
+        are its last token's logits (its first token is picked from them)."""
         self.num_computed = self.num_cached = num_cached
+        self.prompt_logits = prompt_logits
         self.chunk_ends = [e for e in held.chunk_ends if e < num_cached] if held else []
         self.chunk_ends.append(num_cached)
         self.chunks = [c for c in held.chunks if c[0] < num_cached] if held else []
@@ -152,6 +164,14 @@ class Sequence:
         """Its KV is a copy of its group's prompt (none of it computed for this one)."""
         self.num_computed, self.num_cached = num_computed, self.num_prompt
         self.chunk_ends = list(chunk_ends)
+
+    def prompt_computed(self, logits: np.ndarray) -> None:
+        """Its prompt's last token gave `logits` (a view): kept, a copy, so that its slot can
+        answer the same prompt again without a step, if they are what a cold request computes:
+        every step was exact, and prompt chunks computed all of its KV (none of it an earlier
+        turn's answer, decoded a token at a time, that it went on from)."""
+        covered = _covered_to(self.chunks) >= self.num_prompt
+        self.prompt_logits = logits.copy() if self.is_exact and covered else None
 
     def computed_otherwise(self) -> None:
         """A step computed it otherwise than it computes alone (engine/exact_steps.py), or it
@@ -227,3 +247,13 @@ class Sequence:
     def is_decoding(self) -> bool:
         """Its prompt and every token taken but the last are computed: the next step samples."""
         return len(self.tokens) - self.num_computed == 1
+
+
+def _covered_to(chunks: Seq[tuple[int, int]]) -> int:
+    """How far from position 0 the chunks compute every position, without a gap."""
+    at = 0
+    for start, end in sorted(chunks):
+        if start > at:
+            break
+        at = max(at, end)
+    return at

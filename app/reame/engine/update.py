@@ -71,7 +71,9 @@ class Update:
         for late in admission.late:
             self._start_late(late)
         for seq in admission.admitted:
-            if seq.constraint is not None and not seq.forks and self._forced_runs:
+            if seq.num_computed == seq.num_prompt and seq.prompt_logits is not None:
+                self._advance_known(seq, seq.prompt_logits)
+            elif seq.constraint is not None and not seq.forks and self._forced_runs:
                 self._force_first(seq)
 
     def apply(self, plan: StepPlan, output: StepOutput) -> None:
@@ -97,6 +99,8 @@ class Update:
                     self._verify(seq, part, output)
                 else:
                     row = part.logit_rows()[0]
+                    if seq.num_generated == 0:
+                        seq.prompt_computed(logits(row))
                     if seq.forks:
                         self._fork(seq, logits(row))
                     self._advance(seq, logits(row))
@@ -257,6 +261,15 @@ class Update:
         seq.forked_from(late.num_computed, late.chunk_ends)
         try:
             self._advance(seq, late.logits)
+        except Exception as exc:
+            self._fail_alone(seq, exc, "the first token could not be picked")
+
+    def _advance_known(self, seq: Sequence, logits: np.ndarray) -> None:
+        """Its whole prompt was in a resident slot with its last logits: its first token,
+        picked from a copy of them (the resident's stay as they were), no step computed."""
+        metrics.PROMPTS_ANSWERED_WHOLE.inc()
+        try:
+            self._advance(seq, logits.copy())
         except Exception as exc:
             self._fail_alone(seq, exc, "the first token could not be picked")
 
