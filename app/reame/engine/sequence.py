@@ -150,8 +150,10 @@ class Sequence:
         self.num_computed = num_computed
 
     def restart(self) -> None:
-        """Its KV was emptied: everything is computed again."""
+        """Its KV was emptied: everything is computed again (its answer's tokens in the
+        prompt's chunks: its prompt's last logits are no longer what its KV gave)."""
         self.num_computed, self.chunk_ends, self.chunks = 0, [0], []
+        self.prompt_logits = None
 
     def emptied(self) -> None:
         """A move on its KV failed and emptied it: everything is computed again, none of
