@@ -531,6 +531,53 @@ def test_the_write_queue_is_bounded_in_bytes(tmp_path: Path) -> None:
         cache.close()
 
 
+def test_a_queued_state_a_longer_one_holds_at_a_chunk_end_is_not_written_it_serves_it(
+    tmp_path: Path,
+) -> None:
+    """A conversation's states are prefixes of each other: the longer one, queued after, holds
+    the shorter at one of its chunk ends, so the shorter is not written (its bytes free the
+    queue for the longer: before, the longer was dropped), and after a restart the longer's
+    file serves a prompt that shares only the shorter."""
+    config = CacheConfig(
+        tmp_path,
+        64 << 20,
+        1 << 30,
+        min_tokens=MIN_TOKENS,
+        queue_bytes=120_000,
+        max_write_delay=60.0,
+        longer_serves_prefixes=True,
+    )
+    cache = PrefixCache(config, FINGERPRINT)
+    busy = threading.Event()
+    busy.set()
+    cache.defer_writes_while(busy.is_set)
+    assert cache.writer is not None
+    tokens = prompt(1, 300)
+    short = SavedState(tuple(tokens[:100]), random.Random(1).randbytes(50_000), (100,))
+    long = SavedState(tuple(tokens), random.Random(2).randbytes(50_000), (100, 300))
+    try:
+        cache.offer(state_of(prompt(9, 100)))  # the writer takes it and waits for quiet
+        while not cache.writer._queue.empty():
+            time.sleep(0.01)
+        covered = metric("reame_prefix_cache_writes_covered_total")
+        drops = metric("reame_prefix_cache_write_drops_total")
+        cache.offer(short)
+        cache.offer(long)
+        cache.offer(state_of(prompt(3, 100)))  # nothing covers it, and it does not fit
+        assert metric("reame_prefix_cache_writes_covered_total") == covered + 1
+        assert metric("reame_prefix_cache_write_drops_total") == drops + 1
+        assert cache.queued_bytes == 100_000  # the first and the longer
+        busy.clear()
+        cache.flush()
+        assert len(kvs_files(tmp_path)) == 2
+    finally:
+        cache.close()
+    with cache_on(tmp_path) as again:
+        other = tokens[:100] + prompt(4, 50)
+        hit = again.longer(other, "", 0)
+        assert hit is not None and hit.source == "disk" and hit.state.tokens == tuple(tokens)
+
+
 def test_under_steady_load_a_state_is_written_once_it_waited_its_delay_not_one_delay_a_state(
     tmp_path: Path,
 ) -> None:

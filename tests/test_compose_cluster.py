@@ -286,9 +286,10 @@ def snapshot_blobs(cluster: Cluster) -> int:
 
 
 def new_snapshots(url: str) -> float:
-    """Snapshots a replica took that its writer did not drop."""
+    """Snapshots a replica took that its writer did not drop, nor leave to a longer one."""
     dropped = metric(url, "reame_prefix_cache_write_drops_total")
-    return metric(url, "reame_prefix_cache_snapshots_total") - dropped
+    covered = metric(url, "reame_prefix_cache_writes_covered_total")
+    return metric(url, "reame_prefix_cache_snapshots_total") - dropped - covered
 
 
 def share(cluster: Cluster, conversation_by_replica: dict[int, int], system: str) -> Restored:

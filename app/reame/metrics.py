@@ -107,6 +107,12 @@ PREFIX_WRITE_DROPS = Counter(
     "Snapshots not written to disk because the write queue was full (in items or in bytes)",
     registry=REGISTRY,
 )
+PREFIX_WRITES_COVERED = Counter(
+    "reame_prefix_cache_writes_covered",
+    "Snapshots not written to disk because a longer state queued after them holds them at "
+    "one of its chunk ends (its file serves them, cut back there)",
+    registry=REGISTRY,
+)
 PREFIX_WRITE_FAILURES = Counter(
     "reame_prefix_cache_write_failures",
     "Snapshot writes the disk refused (full, read-only); serving goes on",
