@@ -505,7 +505,9 @@ def test_the_byte_budgets_hold_and_every_hit_is_a_prefix_of_the_prompt(steps) ->
 # -- memory and disk hygiene -------------------------------------------------------------------
 
 
-def test_the_write_queue_is_bounded_in_bytes(tmp_path: Path) -> None:
+def cache_held_back(tmp_path: Path, longer_serves_prefixes: bool = False) -> PrefixCache:
+    """A cache whose writer holds its first state, waiting while `busy` is set, and queues
+    120 kB of states behind it."""
     config = CacheConfig(
         tmp_path,
         64 << 20,
@@ -513,8 +515,13 @@ def test_the_write_queue_is_bounded_in_bytes(tmp_path: Path) -> None:
         min_tokens=MIN_TOKENS,
         queue_bytes=120_000,
         max_write_delay=60.0,
+        longer_serves_prefixes=longer_serves_prefixes,
     )
-    cache = PrefixCache(config, FINGERPRINT)
+    return PrefixCache(config, FINGERPRINT)
+
+
+def test_the_write_queue_is_bounded_in_bytes(tmp_path: Path) -> None:
+    cache = cache_held_back(tmp_path)
     busy = threading.Event()
     busy.set()
     cache.defer_writes_while(busy.is_set)  # the writer holds its first state, waiting
@@ -538,16 +545,7 @@ def test_a_queued_state_a_longer_one_holds_at_a_chunk_end_is_not_written_it_serv
     the shorter at one of its chunk ends, so the shorter is not written (its bytes free the
     queue for the longer: before, the longer was dropped), and after a restart the longer's
     file serves a prompt that shares only the shorter."""
-    config = CacheConfig(
-        tmp_path,
-        64 << 20,
-        1 << 30,
-        min_tokens=MIN_TOKENS,
-        queue_bytes=120_000,
-        max_write_delay=60.0,
-        longer_serves_prefixes=True,
-    )
-    cache = PrefixCache(config, FINGERPRINT)
+    cache = cache_held_back(tmp_path, longer_serves_prefixes=True)
     busy = threading.Event()
     busy.set()
     cache.defer_writes_while(busy.is_set)
