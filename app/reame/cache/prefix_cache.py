@@ -317,7 +317,11 @@ class PrefixCache:
                     self.ram.discard(old)
         if self.writer is not None:
             blocks = tuple(chain[group_of(self.config.min_tokens) : group_of(length)])
-            self.writer.enqueue(Write(group, length, key, state, blocks=blocks))
+            # NOTE: the same holds for the writer's queue: a prefix at one of its ends queued
+            # before it is not written (its file serves it)
+            ends = state.known_ends if self.config.longer_serves_prefixes else ()
+            covers = frozenset(prefix_key(chain, tokens, end) for end in ends if end < length)
+            self.writer.enqueue(Write(group, length, key, state, blocks=blocks, covers=covers))
         self._publish_ram()
 
     def _refresh_prefixes(

@@ -42,6 +42,9 @@ class Write:
     to_shared: bool = True
     queued_at: float = field(default_factory=time.monotonic)
     blocks: tuple[str, ...] = ()  # the block groups it goes on past (SharedStore.put)
+    # the keys of the prefixes it holds at its chunk ends: queued before it, they are not
+    # written (its file serves them, cut back there exactly)
+    covers: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True, frozen=True)
@@ -73,7 +76,7 @@ class SnapshotWriter:
     def enqueue(self, item: Write) -> None:
         size = len(item.state.data)
         with self._queued_lock:
-            if self.config.longer_serves_prefixes:
+            if item.covers:
                 self._drop_covered(item)
             if self._queued_bytes + size > self.config.queue_bytes:
                 metrics.PREFIX_WRITE_DROPS.inc()
@@ -86,29 +89,20 @@ class SnapshotWriter:
             self._queued_bytes += size
 
     def _drop_covered(self, item: Write) -> None:
-        """Queued states that `item` holds at one of its chunk ends are not written: its file
-        serves them, cut back there exactly, as RAM lets their copies go (prefix_cache.offer).
-        Else a conversation's snapshots, each a prefix of the next, filled the queue: a 1.7B
-        model's states are 60-70 MB, and 5 of 9 were dropped in 6 requests."""
-        tokens, ends = item.state.tokens, set(item.state.known_ends)
-        groups = {item.group, *item.blocks}
-
-        def covered(queued: object) -> bool:
-            return (
-                isinstance(queued, Write)
-                and queued.length < item.length
-                and queued.length in ends
-                and queued.group in groups  # NOTE: the same scope's chain of blocks
-                and (item.to_shared or not queued.to_shared)
-                and tokens[: queued.length] == queued.state.tokens
-            )
-
+        """Take the queued writes `item` covers out of the queue (a conversation's snapshots,
+        each a prefix of the next, filled it, and the newest were dropped: 20 of 38 on the
+        replay's chat trace)."""
         with self._queue.mutex:  # NOTE: queue.Queue's own lock over its deque
-            gone = [w for w in self._queue.queue if covered(w)]
+            gone = [
+                w
+                for w in self._queue.queue
+                if isinstance(w, Write)
+                and w.key in item.covers
+                and (item.to_shared or not w.to_shared)
+            ]
             for write in gone:
                 self._queue.queue.remove(write)
         for write in gone:
-            assert isinstance(write, Write)
             self._queued_bytes -= len(write.state.data)
             metrics.PREFIX_WRITES_COVERED.inc()
 
