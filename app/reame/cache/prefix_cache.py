@@ -48,8 +48,8 @@ class CacheConfig:
     max_snapshots: int = 4  # where snapshots go: SnapshotPolicy
     stride: int = 512
     queue_size: int = 8
-    # and at most this many bytes of states waiting for the writer (a state may be tens of MB; the
-    # RAM tier may have let go of a queued one, so the queue alone can hold it in memory)
+    # and at most this many bytes of waiting states that the RAM tier has let go (a state may be
+    # tens of MB, and then the queue alone holds it in memory)
     queue_bytes: int = 256 << 20
     # disk writes wait while requests compute (compressing 30 MB takes a core from the decode
     # threads of a 2-core machine), but never longer than this
@@ -91,6 +91,8 @@ class PrefixCache:
             if self.disk is not None or shared is not None
             else None
         )
+        if self.writer is not None:
+            self.writer.is_kept = lambda write: self.ram.holds(write.key, write.state)
 
     # -- lookups (any thread) ---------------------------------------------------------------
 

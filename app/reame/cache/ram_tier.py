@@ -53,6 +53,11 @@ class RamTier:
         with self._lock:
             return key in self._items
 
+    def holds(self, key: str, snap: SavedState) -> bool:
+        """Whether this very state is kept under `key` (not a copy: its memory is RAM's)."""
+        with self._lock:
+            return self._items.get(key) is snap
+
     def put(self, group: str, key: str, snap: SavedState) -> None:
         size = len(snap.data)
         if size > self.max_bytes:
