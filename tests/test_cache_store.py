@@ -575,6 +575,41 @@ def test_states_ram_still_holds_wait_for_the_writer_whatever_their_bytes(tmp_pat
         cache.close()
 
 
+def alone_in_queue(cache: PrefixCache) -> int:
+    """Bytes of the states the writer holds (queued or being written) that RAM has let go."""
+    writer = cache.writer
+    assert writer is not None
+    with writer._queue.mutex:
+        held = [w for w in [*writer._queue.queue, writer._writing] if isinstance(w, Write)]
+    return sum(len(w.state.data) for w in held if not cache.ram.holds(w.key, w.state))
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.integers(10_000, 80_000), min_size=1, max_size=14))
+def test_the_queue_never_holds_more_than_its_bytes_of_what_ram_let_go_and_loses_no_count(
+    sizes: list[int],
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = cache_held_back(Path(tmp), ram_bytes=120_000)
+        busy = threading.Event()
+        busy.set()
+        try:
+            writer_holding_first(cache, busy)
+            offered = metric("reame_prefix_cache_snapshots_total")
+            drops = metric("reame_prefix_cache_write_drops_total")
+            for seed, size in enumerate(sizes):
+                cache.offer(SavedState(tuple(prompt(100 + seed, 100)), bytes(size)))
+                assert alone_in_queue(cache) <= cache.config.queue_bytes
+            busy.clear()
+            cache.flush()
+            dropped = metric("reame_prefix_cache_write_drops_total") - drops
+            taken = metric("reame_prefix_cache_snapshots_total") - offered
+            assert taken == len(sizes)
+            assert len(kvs_files(Path(tmp))) == 1 + taken - dropped and cache.queued_bytes == 0
+        finally:
+            cache.close()
+
+
 def test_a_queued_state_a_longer_one_holds_at_a_chunk_end_is_not_written_it_serves_it(
     tmp_path: Path,
 ) -> None:
