@@ -16,3 +16,4 @@ import json, statistics, sys
 r = [x for x in json.load(open(sys.argv[1] + "/out.json")) if x["turn"] > 1]
 print(sys.argv[1], f"later turns: median first token {statistics.median(x['ttft'] for x in r):.3f} s, computed {[x['prompt']-x['cached'] for x in r]}")
 PY
+rm -rf "$S"

@@ -2,7 +2,7 @@
 # restart17.sh TREE OUT: the thinking trace on the Qwen3 1.7B shape, one client: requests 1-6,
 # SIGTERM (the writer flushes its queue), the server started again on the same state directory,
 # requests 7-12. Writes OUT/out.json (every request), OUT/metrics.1 (the writer's counters
-# before the restart) and the state directory OUT/state.
+# before the restart); the state directory is removed at the end.
 T=$1; O=$2; P=8391; S=$O/state; rm -rf "$O"; mkdir -p "$O" /tmp/t34
 D=$(cd "$(dirname "$0")/../stop48-writes-and-shapes" && pwd)
 export MODEL=${MODEL:-$HOME/.cache/reame/state/synthetic/synthetic-qwen3-1.7b-Q4_K_M.gguf}
@@ -29,3 +29,4 @@ ttft = statistics.median(r["ttft"] for r in records)
 print(f"after the restart: prompt tokens computed {sum(computed)} {computed}, median first token {ttft:.3f} s")
 PY
 grep drops "$O/metrics.1"
+rm -rf "$S"  # NOTE: a 1.7B run leaves about 1.2 GB of states
