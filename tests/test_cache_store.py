@@ -431,12 +431,14 @@ def test_a_full_disk_costs_the_disk_tier_only(tmp_path: Path) -> None:
         prompts = [prompt(seed, 100) for seed in range(4)]
         states = [state_of(p, num_bytes=900_000) for p in prompts]  # two fit in 2 MB, not four
         states.append(state_of(prompt(9, 200), num_bytes=3 << 20))  # never fits
-        before = write_failures()
+        before, written = write_failures(), metric("reame_prefix_cache_writes_total", tier="disk")
         with cache_on(root) as prefix_cache:
             for snap in states:
                 prefix_cache.offer(snap)
                 prefix_cache.flush()
             assert write_failures() > before
+            files = assert_every_file_decodes(root)
+            assert metric("reame_prefix_cache_writes_total", tier="disk") - written == files
             for snap in states:
                 assert prefix_cache.lookup([*snap.tokens, 5]) == Hit(snap, "ram")
         assert part_files(root) == []

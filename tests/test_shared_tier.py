@@ -86,15 +86,22 @@ def blob_key(tokens: list[int], length: int) -> str:
 def test_a_replica_restores_what_another_wrote_and_keeps_it_locally(url: str, tmp_path: Path):
     tokens = prompt(1, 1500)
     a, b = replica(url, tmp_path, "a"), replica(url, tmp_path, "b")
+    written = count(metrics.PREFIX_WRITES, "shared"), count(metrics.PREFIX_WRITES, "disk")
     try:
         a.offer(state_of(tokens[:1400]))
         a.flush()
+        # a's writes counted: the one its peer waits on in a cluster (test_cluster.py)
+        assert count(metrics.PREFIX_WRITES, "shared") == written[0] + 1
+        assert count(metrics.PREFIX_WRITES, "disk") == written[1] + 1
         shared_before = count(metrics.PREFIX_LOOKUPS, "shared")
         hit = b.lookup(tokens)
         assert hit is not None and hit.source == "shared"
         assert hit.state == state_of(tokens[:1400])  # the same tokens and bytes
         assert count(metrics.PREFIX_LOOKUPS, "shared") == shared_before + 1
         b.flush()
+        # b kept it on its disk, and put nothing in the tier
+        assert count(metrics.PREFIX_WRITES, "shared") == written[0] + 1
+        assert count(metrics.PREFIX_WRITES, "disk") == written[1] + 2
         b.ram.clear()
         again = b.lookup(tokens)  # from b's own disk now, not the tier
         assert again is not None and again.source == "disk" and again.state == hit.state
@@ -272,8 +279,11 @@ def test_a_tier_that_goes_away_costs_a_bounded_wait_and_local_tiers_serve(tmp_pa
         assert time.monotonic() - start < 1.0
         assert sum(count(metrics.SHARED_ERRORS, r) for r in ("connection", "timeout")) > errors
         skipped = count(metrics.SHARED_ERRORS, "skipped")
+        written = count(metrics.PREFIX_WRITES, "shared"), count(metrics.PREFIX_WRITES, "disk")
         a.offer(state_of(tokens[:512]))  # the writer goes on to disk
         a.flush()
+        assert count(metrics.PREFIX_WRITES, "shared") == written[0]  # not counted as written
+        assert count(metrics.PREFIX_WRITES, "disk") == written[1] + 1
         assert a.lookup(prompt(7, 300)) is None
         assert count(metrics.SHARED_ERRORS, "skipped") > skipped  # not asked again for a while
         a.ram.clear()

@@ -102,6 +102,12 @@ PREFIX_REJECTED = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+PREFIX_WRITES = Counter(
+    "reame_prefix_cache_writes",
+    "Snapshots written, per tier (disk: a new file; shared: its blob and listing put)",
+    ["tier"],
+    registry=REGISTRY,
+)
 PREFIX_WRITE_DROPS = Counter(
     "reame_prefix_cache_write_drops",
     "Snapshots not written to disk because the write queue was full (in items or in bytes)",
@@ -326,6 +332,7 @@ def _known_series_at_zero() -> None:
     for tier in ("ram", "disk"):
         PREFIX_EVICTIONS.labels(tier)
     for tier in ("disk", "shared"):
+        PREFIX_WRITES.labels(tier)
         PREFIX_LOAD_BYTES.labels(tier)
         for stage in ("fetch", "decode"):
             PREFIX_LOAD_SECONDS.labels(tier, stage)

@@ -182,16 +182,17 @@ class SharedStore:
 
     def put(
         self, group: str, length: int, key: str, data: bytes, blocks: Sequence[str] = ()
-    ) -> None:
+    ) -> bool:
         """The blob first, then its listing (a reader never finds a listed blob that was not
         written, only one evicted since, which reads as a miss), then in each of `blocks` (the
-        block groups it goes on past) as the newest, each kept to MAX_BRANCHES."""
+        block groups it goes on past) as the newest, each kept to MAX_BRANCHES. False if the
+        tier did not take it."""
         blob, listing = f"{self._kv}:b:{key}", f"{self._kv}:g:{group}"
         field = prefix_field(length, key)
         signed = self.mac.signed(data, blob.encode(), self._model)
         now = time.time()
 
-        def run(client: redis.Redis) -> None:
+        def run(client: redis.Redis) -> bool:
             pipe = client.pipeline(transaction=False)
             pipe.set(blob, signed, nx=True)
             pipe.hset(listing, field, self.mac.sign(listing.encode(), field))
@@ -202,8 +203,9 @@ class SharedStore:
                 pipe.zremrangebyrank(name, 0, -MAX_BRANCHES - 1)
             pipe.execute()
             metrics.SHARED_BYTES.labels("written").inc(len(signed))
+            return True
 
-        self._call("put", run, None)
+        return self._call("put", run, False)
 
     def forget(self, group: str, length: int, key: str) -> None:
         """Drop a blob that does not hold what its key names, and its listing entry."""

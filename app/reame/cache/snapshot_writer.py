@@ -185,7 +185,8 @@ class SnapshotWriter:
                 data = self._to_disk(item, data)
             if item.to_shared and self.shared is not None:  # even when the disk refused
                 data = data or self._encode(item.state)
-                self.shared.put(item.group, item.length, item.key, data, item.blocks)
+                if self.shared.put(item.group, item.length, item.key, data, item.blocks):
+                    metrics.PREFIX_WRITES.labels("shared").inc()
         except Exception:  # never let one snapshot stop the writer
             log.exception("prefix cache write failed")
 
@@ -198,6 +199,7 @@ class SnapshotWriter:
             if not path.exists():
                 data = data or self._encode(item.state)
                 self.disk.write(path, data)
+                metrics.PREFIX_WRITES.labels("disk").inc()
             elif data is None and item.to_shared and self.shared is not None:
                 data = self.disk.read(path)  # written before: its bytes for the shared tier
             removed, total = self.disk.evict()
