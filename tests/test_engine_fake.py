@@ -171,6 +171,25 @@ def test_snapshots_are_taken_exactly_at_their_points() -> None:
         assert engine.close()
 
 
+def test_a_cut_ends_a_chunk_there_and_reads_no_state() -> None:
+    """Where an answer starts (cut_at): the prompt's chunks end there, as at a snapshot point,
+    but no state is read (the history computed ahead goes on from the resident KV)."""
+    taken: list[SavedState] = []
+    engine, context = make_engine(
+        on_state=lambda kept: taken.append(kept.state), takes_snapshots=True
+    )
+    try:
+        prompt = list(range(2, 60))
+        request = GenerationRequest(prompt, greedy(4), snapshot_at=(16,), cut_at=(16, 55))
+        run = Run()
+        engine.submit(request, run.sink)
+        assert run.wait() == reference(prompt, 4)
+        assert [len(b) for b in context.batches[:4]] == [16, 32, 7, 3]  # a budget of 32
+        assert [s.tokens for s in taken] == [tuple(prompt[:16])]  # a snapshot where both ask
+    finally:
+        assert engine.close()
+
+
 class Consumer:
     """A consumer woken by the engine, as the event loop is: what it had been handed by then."""
 

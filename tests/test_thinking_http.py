@@ -192,6 +192,53 @@ def test_a_later_turn_goes_on_from_its_history_computed_ahead_and_answers_as_col
     later_turn_equals_cold(client, ())
 
 
+def history_computed_after(server: ServerProcess, client: OpenAI, messages: list[dict]):
+    """A turn's answer, and the history tokens then computed ahead of the next turn."""
+    name = "reame_history_ahead_tokens_total"
+    before = server.metric(name)
+    answer = ask(client, messages, max_tokens=48, extra_body=BUDGET)
+    deadline = time.monotonic() + 30
+    while server.metric(name) == before:
+        assert time.monotonic() < deadline, "no history computed ahead"
+        time.sleep(0.1)
+    return answer, server.metric(name) - before
+
+
+def test_a_turn_that_restored_nothing_has_its_history_computed_from_its_answer(
+    server: ServerProcess, client: OpenAI
+) -> None:
+    """Two system prompts that differ at their end (the day): the second's turn restores
+    nothing of the first's state (it would not compute as a cold request does), yet its chunks
+    end where its answer starts, so its history is computed from there, not from its start
+    (492 tokens were computed where 58 would do), and the next turn answers as cold."""
+    preamble = "You answer questions about geography. " * 20
+    for day in ("Monday", "Tuesday"):
+        system = {"role": "system", "content": f"{preamble}Today is {day}."}
+        messages = [system, {"role": "user", "content": "What is the capital of Spain?"}]
+        first, computed = history_computed_after(server, client, messages)
+        # the answer and the end of its turn, in one tiled chunk at most
+        assert computed <= 64 < first.usage.prompt_tokens / 2, (day, computed)
+    messages += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "And of Portugal?"},
+    ]
+    warm = ask(client, messages, max_tokens=48, extra_body=BUDGET)
+    assert warm.usage.prompt_tokens_details.cached_tokens >= warm.usage.prompt_tokens - 16
+    cold = small_server(
+        "--chat-template-file",
+        str(TEMPLATES / "chatml-think-open.jinja"),
+        context_length=1024,
+        env={"REAME_PREFIX_CACHE": "false"},
+    )
+    try:
+        client_cold = OpenAI(base_url=f"{cold.url}/v1", api_key="unused", max_retries=0)
+        expected = ask(client_cold, messages, max_tokens=48, extra_body=BUDGET).choices[0]
+        assert warm.choices[0].message.content == expected.message.content
+        assert reasoning_of(warm.choices[0].message) == reasoning_of(expected.message)
+    finally:
+        cold.stop()
+
+
 def later_turn_equals_cold(client: OpenAI, args: tuple[str, ...], model: str = "smollm2-135m"):
     """Three turns; the second and third, each after its history was computed ahead, reuse
     all of it and answer as a server without a prefix cache does."""

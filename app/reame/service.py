@@ -115,6 +115,7 @@ class Service:
             keep_state=reuse.keep_state,
             keep_state_min_new=reuse.keep_state_min_new,
             snapshot_at=reuse.snapshot_at,
+            cut_at=reuse.cut_at,
             cold_cuts=reuse.cold_cuts,
             scope=job.scope,
             owner=job.owner,

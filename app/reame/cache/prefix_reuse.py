@@ -45,6 +45,7 @@ class Reuse:
     keep_state: bool  # the final state comes back with the finish event...
     keep_state_min_new: int  # ...if the request computed this many beyond what it restored
     cold_cuts: tuple[int, ...] = ()  # its snapshot points on an empty cache
+    cut_at: tuple[int, ...] = ()  # where its chunks end with no snapshot (an answer's start)
 
 
 class PrefixReuse:
@@ -134,6 +135,7 @@ class PrefixReuse:
         with this prompt and answer)."""
         points: tuple[int, ...] = ()
         cold: tuple[int, ...] = ()
+        cuts: tuple[int, ...] = ()
         cache = self.cache
         # NOTE: a request restores at most its prompt but the last token (whose logits it
         # needs); a recurrent state cannot be cut back to that, so it is saved there
@@ -149,9 +151,14 @@ class PrefixReuse:
             kept = must if not self._can_cut else ()
             wanted = cache.policy.points(end, list(marks), base, kept)
             points = tuple(p for p in wanted if not cache.holds(tokens, p, scope))
+            # NOTE: but its chunks end there, as a cold request's do (exact_reuse.cuts_past
+            # drops a cut less than a tiled chunk past what the request restores). Without
+            # it a turn that restored nothing computed its prompt in one chunk, and its
+            # history was computed again from the start: 492 tokens where 58 would do
+            cuts = tuple(p for p in must if 0 < p < end) if self._can_cut else ()
         keeps_final = session is not None or (cache is not None and take_snapshots)
         min_new = 0 if session is not None else MIN_NEW_FOR_FINAL
-        return Reuse(stored, points, keeps_final, min_new, cold)
+        return Reuse(stored, points, keeps_final, min_new, cold, cuts)
 
     def finished(self, event: FinishEvent, session: SessionKey | None) -> None:
         """Book a turn of its session and what reuse saved (its state comes through keep)."""

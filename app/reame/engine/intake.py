@@ -58,7 +58,7 @@ def sequence_of(
     drafters = (
         spec.drafters(n, request.scope) if spec is not None and params.speculation != "off" else {}
     )
-    due = sorted({p for p in request.snapshot_at if 0 < p <= n})
+    due = sorted({p for p in (*request.snapshot_at, *request.cut_at) if 0 < p <= n})
     constraint = request.grammar.matcher() if request.grammar is not None else None
     # NOTE: a grammar applies to the answer, from the thought's end
     thought = Thought(request.thought, constraint) if request.thought is not None else None
@@ -69,6 +69,7 @@ def sequence_of(
         TextStream(params.stop),
         tokens=list(prompt),
         snapshots_due=due if takes_snapshots else [],
+        cut_only=frozenset(request.cut_at) - frozenset(request.snapshot_at),
         drafters=drafters,
         constraint=constraint if thought is None else None,
         thought=thought,

@@ -42,6 +42,9 @@ class GenerationRequest:
     keep_state_min_new: int = 0  # ...if it computed this many beyond what it restored
     # prompt lengths at which the engine hands the sequence's state to its snapshot hook
     snapshot_at: tuple[int, ...] = ()
+    # prompt lengths its chunks also end at, with no state read there: where an answer starts,
+    # so that the history computed ahead goes on from there (history_ahead.py)
+    cut_at: tuple[int, ...] = ()
     # where a cold request of this prompt (on an empty cache) would end its chunks: what a
     # token-granular reuse must keep to (engine/exact_reuse.py)
     cold_cuts: tuple[int, ...] = ()

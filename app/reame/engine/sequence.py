@@ -47,6 +47,7 @@ class Sequence:
     is_paused: bool = False  # its reader stopped taking its tokens: it computes nothing
     queued_at: float = 0.0  # time.monotonic() when it was submitted
     snapshots_due: list[int] = field(default_factory=list)  # ascending prompt lengths
+    cut_only: frozenset[int] = frozenset()  # of them, where a chunk ends but no state is read
     # where its prompt's chunks ended (and where a restore left off): a later request may
     # reuse this sequence's KV up to one of them and compute the rest as a cold request would
     chunk_ends: list[int] = field(default_factory=lambda: [0])
@@ -136,13 +137,12 @@ class Sequence:
 
     def at_snapshot(self) -> bool:
         """Its KV holds exactly its next snapshot point (taken off the list), points it passed
-        dropped (plan_step stops at them)."""
+        dropped (plan_step stops at them); a point that only cuts its chunks is not one."""
         due = self.snapshots_due
         while due and due[0] < self.num_computed:
             due.pop(0)
         if due and due[0] == self.num_computed:
-            due.pop(0)
-            return True
+            return due.pop(0) not in self.cut_only
         return False
 
     def computed_to(self, num_computed: int) -> None:
