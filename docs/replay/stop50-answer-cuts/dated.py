@@ -1,7 +1,7 @@
 """Conversations whose system prompts differ at their end (the day, as many apps put it there),
 behind a thinking template: the time to each later turn's first token, and the history tokens
 computed ahead in idle time. Usage: dated.py URL [CONVERSATIONS] (a `reame serve` with
---chat-template-file chatml-think-open.jinja and REAME_REASONING_BUDGET=4)."""
+--chat-template-file chatml-think-open.jinja and REAME_REASONING_BUDGET=4; dated.sh runs one)."""
 
 import json
 import statistics
@@ -18,6 +18,7 @@ DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sun
 SYSTEM = "You are a helpful assistant. " + filler_text(seed=3, num_words=400)
 QUESTIONS = ["What is a good name for a cat?", "Why is that a good name?", "Give me another one."]
 client = httpx.Client(timeout=300)
+MODEL = client.get(f"{URL}/v1/models").json()["data"][0]["id"]
 
 
 def metric(name: str) -> float:
@@ -28,7 +29,7 @@ def metric(name: str) -> float:
 
 
 def turn(messages: list[dict]) -> tuple[float, str]:
-    body = {"model": "smollm2-135m", "messages": messages, "stream": True, "max_tokens": 64,
+    body = {"model": MODEL, "messages": messages, "stream": True, "max_tokens": 64,
             "temperature": 0}  # fmt: skip
     sent, first, text = time.perf_counter(), None, ""
     with client.stream("POST", f"{URL}/v1/chat/completions", json=body) as response:
