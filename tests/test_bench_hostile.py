@@ -9,7 +9,15 @@ from collections import Counter
 
 import pytest
 
-from reame_bench.hostile_plan import ATTACKS, EXPECTED, AttackPlan, prompt_lists, short_chat
+from reame_bench.hostile_attacker import PROMPT_WORKERS
+from reame_bench.hostile_plan import (
+    ATTACKS,
+    EXPECTED,
+    OPEN_AT_END,
+    AttackPlan,
+    prompt_lists,
+    short_chat,
+)
 from reame_bench.hostile_report import HostileFigures, ServerCounts, server_counts
 from reame_bench.hostile_watch import Phase
 from reame_bench.hostile_wire import request
@@ -104,8 +112,12 @@ def test_a_short_hostile_run_gives_no_5xx_expected_outcomes_and_health_throughou
     prompts = report["attack"]["attacks"]["prompts"]["outcomes"]
     # refused before any work, whatever the list holds: a 400 for the list, or a 429 when the
     # attacker's key is past its share (checked before the body is parsed, so which one comes
-    # depends on how many places the flood holds then; the 400 alone: test_refuse_before_work)
-    assert prompts and set(prompts) <= {"400", "429"}, prompts
+    # depends on how many places the flood holds then; the 400 alone: test_refuse_before_work).
+    # NOTE: sent back to back, a worker's last may be on its way when the phase ends (a run
+    # full run met one): it has no answer to check
+    answered = {k: n for k, n in prompts.items() if k != OPEN_AT_END}
+    assert answered and set(answered) <= {"400", "429"}, prompts
+    assert prompts.get(OPEN_AT_END, 0) <= PROMPT_WORKERS, prompts
     assert report["attack"]["attacks"]["idle"]["outcomes"].get("idle_closed", 0) > 0
     assert report["attack"]["errors"] == []
     assert result.returncode == 0 and report["ok"], result.stderr[-3000:]

@@ -224,19 +224,7 @@ def test_a_turn_that_restored_nothing_has_its_history_computed_from_its_answer(
     ]
     warm = ask(client, messages, max_tokens=48, extra_body=BUDGET)
     assert warm.usage.prompt_tokens_details.cached_tokens >= warm.usage.prompt_tokens - 16
-    cold = small_server(
-        "--chat-template-file",
-        str(TEMPLATES / "chatml-think-open.jinja"),
-        context_length=1024,
-        env={"REAME_PREFIX_CACHE": "false"},
-    )
-    try:
-        client_cold = OpenAI(base_url=f"{cold.url}/v1", api_key="unused", max_retries=0)
-        expected = ask(client_cold, messages, max_tokens=48, extra_body=BUDGET).choices[0]
-        assert warm.choices[0].message.content == expected.message.content
-        assert reasoning_of(warm.choices[0].message) == reasoning_of(expected.message)
-    finally:
-        cold.stop()
+    answer_as_cold([messages], [warm.choices[0].message])
 
 
 def later_turn_equals_cold(client: OpenAI, args: tuple[str, ...], model: str = "smollm2-135m"):
@@ -263,6 +251,11 @@ def later_turn_equals_cold(client: OpenAI, args: tuple[str, ...], model: str = "
         message = warm.choices[0].message
         sent.append(list(messages))
         got.append(message)
+    answer_as_cold(sent, got, args, model)
+
+
+def answer_as_cold(sent: list, got: list, args: tuple[str, ...] = (), model="smollm2-135m"):
+    """Each of `got` (the answers to `sent`) is what a server without a prefix cache answers."""
     cold = small_server(
         *args,
         "--chat-template-file",
