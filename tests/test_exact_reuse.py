@@ -127,9 +127,62 @@ def test_a_narrow_chunk_computed_alike_cold_and_warm_does_not_stop_the_reuse() -
     assert exact_reuse(350, *resident, (300,), (450,), 470, BUDGET) == 300
 
 
+def test_rows_left_over_after_whole_groups_fall_where_a_cold_requests_do() -> None:
+    # a cold request computes 0..390 in one chunk: with groups of 4, rows 388 and 389 left
+    # over; going on from 290 (100 rows: 386..389 left over) would round 386 and 387 otherwise
+    resident = ([0, 300], [(0, 300)])
+    assert exact_reuse(290, *resident, (), (), 390, BUDGET) == 290  # no groups: all of it
+    assert exact_reuse(290, *resident, (), (), 390, BUDGET, granule=4) == 288
+    assert exact_reuse(295, *resident, (), (), 390, BUDGET, granule=8) == 288
+    # the resident went on from 310 into a chunk of its own (rows 410..412 left over by 4):
+    # those are not reused as the grouped rows a cold request's one chunk computes there
+    resident = ([0, 300, 310, 413], [(0, 300), (300, 310), (310, 413)])
+    assert exact_reuse(412, *resident, (300,), (), 500, BUDGET) == 412
+    assert exact_reuse(412, *resident, (300,), (), 500, BUDGET, granule=4) == 408
+    # where its last chunk ends at the same cut as a cold request's, it is the very same chunk
+    assert exact_reuse(300, *([0, 300], [(0, 300)]), (300,), (300,), 390, BUDGET, granule=8) == 300
+
+
+@given(
+    st.integers(64, 900),
+    st.integers(1, 400),
+    st.integers(1, 400),
+    st.sampled_from([1, 2, 4, 8, 16]),
+)
+def test_a_reuse_keeps_every_row_grouped_or_left_over_as_a_cold_request(
+    common: int, resident_more: int, prompt_more: int, granule: int
+) -> None:
+    resident_end, num_prompt = common + resident_more, common + prompt_more
+    resident = ([0, resident_end], [(0, resident_end)])
+    reuse = exact_reuse(common, *resident, (), (), num_prompt, BUDGET, granule)
+    cold = computed_chunks(0, num_prompt, (), BUDGET)
+    own = computed_chunks(reuse, num_prompt, (), BUDGET)
+    first = min(reuse, own[0][0])
+
+    def row(at: int, chunking: list[tuple[int, int]]) -> tuple[int, int, bool]:
+        a, b = next(c for c in reversed(chunking) if c[0] <= at < c[1])
+        return a, b, at >= b - (b - a) % granule
+
+    for at in range(num_prompt):
+        x = row(at, [(0, resident_end)] if at < first else own)
+        y = row(at, cold)
+        assert x == y or (path_of(x[1] - x[0]) == path_of(y[1] - y[0]) == 2 and x[2] == y[2])
+
+
 def test_nothing_past_the_prompt_but_its_last_token_is_reused() -> None:
+    # its narrow tail (300..328) rounds otherwise than the cold request's 300..330
     resident = ([0, 300, 328], [(0, 300), (300, 328)])
-    assert exact_reuse(500, *resident, (300, 330), (330,), 330, BUDGET) == 328
+    assert exact_reuse(500, *resident, (300, 330), (330,), 330, BUDGET) == 300
+
+
+def test_a_chunk_end_it_went_on_from_is_not_taken_where_the_rest_would_round_otherwise() -> None:
+    # measured on SmolLM2: a request went on from 421 (an 82-token tiled chunk, exact for it);
+    # the next, 438 tokens, computed 421..438 narrow from there where a cold request computes
+    # the whole prompt in one tiled chunk, and answered otherwise. Now from the end before it,
+    # the rest widened to the 64 before the prompt's end, tiled as the cold request's
+    resident = ([0, 370, 389, 421, 504], [(0, 486), (370, 434), (389, 453), (421, 504)])
+    assert exact_reuse(421, *resident, (438,), (), 438, BUDGET) == 389
+    assert computed_chunks(389, 438, (), BUDGET) == [(438 - TILED_QUERIES, 438)]
 
 
 SYSTEM = "You answer in one short sentence. " + filler_text(seed=9, num_words=300)
@@ -214,3 +267,32 @@ def test_a_stored_state_that_parts_from_the_prompt_serves_what_they_share_answer
     assert tokens == cold[bush]
     # all it shares but the 64 tokens before its end, which a cold request computes tiled
     assert cached == len(prompt) - TILED_QUERIES > header
+
+
+@pytest.mark.model
+def test_with_repacked_weights_answers_after_reuse_equal_a_cold_requests(gemma_path: Path) -> None:
+    """Gemma 3's Q4_K_M weights: llama.cpp multiplies a chunk's rows in groups and the rows left
+    over otherwise; without the groups kept where a cold request has them, one answer of these
+    differed (Question 3's bush, reused from 485 tokens into a tiled chunk)."""
+    template = Path(__file__).parent / "templates" / "chatml-think-free.jinja"
+    cold, warm = {}, {}
+    for q in QUESTIONS:
+        settings = small_settings(
+            gemma_path, spec="off", prefix_cache_disk=False, chat_template_file=template
+        )
+        with Runtime(settings) as runtime:
+            cold[q] = answer(runtime, q, SYSTEM)[0]
+    settings = small_settings(
+        gemma_path,
+        spec="off",
+        prefix_cache_ram_mb=0,
+        prefix_cache_disk=False,
+        parallel=1,
+        chat_template_file=template,
+    )
+    with Runtime(settings) as runtime:
+        assert runtime.engine.scheduler.reuse.granule > 1  # measured at start
+        for q in QUESTIONS:
+            warm[q] = answer(runtime, q, SYSTEM)
+    assert {q: warm[q][0] for q in QUESTIONS} == cold
+    assert sum(cached for _, cached in warm.values()) > 0  # it did reuse

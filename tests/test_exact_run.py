@@ -15,6 +15,7 @@ from reame.engine.exact_run import (
     exact_neighbours,
     exact_until,
     longest_exact_run,
+    row_granule,
 )
 from reame.llama.context import ContextShape
 from reame.speculation.controller import SpecController
@@ -121,3 +122,45 @@ def test_the_engine_measures_the_exact_paths_for_the_answer_memory_without_specu
         assert engine.runner.paths is paths  # what marks each sequence's steps
     finally:
         engine.close()
+
+
+class GroupsRows(FakeContext):
+    """As llama.cpp's repacked weights: a batch's rows in whole groups of `granule` from its
+    first, the rows left over at its end otherwise."""
+
+    granule: int = 1
+
+    def decode(
+        self,
+        tokens: Sequence[int],
+        positions: Sequence[int],
+        seq_ids: Sequence[int],
+        wants_logits: Sequence[bool],
+    ) -> None:
+        super().decode(tokens, positions, seq_ids, wants_logits)
+        grouped = len(tokens) - len(tokens) % self.granule
+        for index, row in self._rows.items():
+            if index >= grouped:
+                row[0] += 1e-6
+
+
+@pytest.mark.parametrize("granule", [1, 2, 4, 8, 16])
+def test_the_probe_finds_how_many_rows_a_chunk_computes_in_groups(granule: int) -> None:
+    context = GroupsRows(ContextShape(512, 128, 2, 1))
+    context.granule = granule
+    assert row_granule(context, seq_id=1) == granule
+    assert context.kv[1] == []  # the sequence it used is empty again
+
+
+def test_the_engine_measures_the_row_groups_where_it_keeps_prompts() -> None:
+    context = GroupsRows(ContextShape(1024, 128, 2, 1))
+    context.granule = 8
+    engine = Engine(FakeModel(), context, 512, takes_snapshots=True)  # type: ignore[arg-type]
+    engine.start()
+    try:
+        assert engine.scheduler.reuse.granule == 8
+    finally:
+        engine.close()
+    small = GroupsRows(ContextShape(1024, 64, 2, 1))  # too small a batch to measure: no groups
+    small.granule = 8
+    assert row_granule(small) == 1

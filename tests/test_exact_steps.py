@@ -70,3 +70,12 @@ def test_where_every_run_probed_was_exact_longer_runs_are_taken_as_exact() -> No
     paths = ExactPaths(run=None, until=256, neighbours=2)
     assert call_is_exact([P(38, 16, 15)], paths)
     assert not call_is_exact([P(250, 16, 15)], paths)  # still not past the position
+
+
+def test_tiled_chunks_side_by_side_are_exact_where_the_rows_before_each_fill_whole_groups() -> None:
+    """Repacked weights take a batch's rows in groups from its first: a chunk after one of 70
+    rows (two left over by 4) would have its rows grouped otherwise than alone."""
+    paths = ExactPaths(run=4, until=256, neighbours=3, granule=4)
+    assert call_is_exact([P(0, 64), P(0, 70)], paths)  # the last one's rows left over as alone
+    assert not call_is_exact([P(0, 70), P(0, 64)], paths)
+    assert call_is_exact([P(0, 70), P(0, 64)], PATHS)  # no groups

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import structlog
 
 from reame import metrics
-from reame.engine.exact_run import probe_paths
+from reame.engine.exact_run import probe_paths, row_granule
 from reame.engine.exact_steps import ExactPaths
 from reame.engine.intake import Abort, Hold, sequence_of
 from reame.engine.kv_context import KVContext
@@ -88,6 +88,7 @@ class Engine:
             speculation.controller.uses_checkpoints = not context.can_cut
             self._probed = speculation.controller if exact_runs else None
         self._probes = probes_paths or self._probed is not None
+        self._keeps_prompts = takes_snapshots
         moves = self.scheduler.moves
         self.runner = Runner(moves, self.paths, speculation.controller if speculation else None)
         self.update = Update(
@@ -237,6 +238,10 @@ class Engine:
             # with the probe on the caller's thread: 1-token steps 19 ms instead of 11)
             if self._probes:  # NOTE: into the runner's paths, in place
                 probe_paths(self.context, self._probed, self.paths)
+            if (self._keeps_prompts or self._probes) and self.context.can_cut:
+                granule = row_granule(self.context)
+                self.paths.granule = self.scheduler.reuse.granule = granule
+                log.info("row groups measured", granule=granule)
         except BaseException as exc:
             self._die(f"the engine's start-up probe failed: {type(exc).__name__}: {exc}")
         finally:

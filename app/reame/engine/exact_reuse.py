@@ -13,6 +13,15 @@ alike wherever it runs on the same KV). A cold request stops its chunks at its s
 and at the token budget of a step, and computes a chunk that would run narrow, yet is at least
 WIDE_ENOUGH tokens, as the TILED_QUERIES tokens before its end (those before it again): a warm
 request does the same, so the rule keeps them alike.
+
+The weights take paths of their own where llama.cpp repacks them (Q4_K and Q4_0 on x86 and
+ARM): a chunk's rows are multiplied in groups of a few from its first, and the rows left over at
+its end one at a time, each rounding its own way (measured on Gemma 3's Q4_K_M file: tiled
+chunkings of one prompt gave its one chunk's logits in 2 of 12 tries, in 12 of 12 where every
+chunk's groups of 4 fell as that chunk's). So where a chunk's rows come in groups of
+`granule` (measured at start, engine/exact_run.py row_granule; 1 where nothing is repacked), a
+position is alike in two chunks only where it is in a whole group in both, or left over in
+both.
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ def reuse_length(
     own_cuts: Sequence[int],
     num_prompt: int,
     budget: int,
+    granule: int = 1,
 ) -> int:
     """How much of a computed state that shares `common` tokens with a prompt of `num_prompt`
     tokens a request goes on from, whatever holds it (a resident sequence, RAM, disk, the
@@ -66,7 +76,7 @@ def reuse_length(
     if common >= held.prompt_length or (session and session == held.session):
         return min(common, num_prompt - 1)
     return exact_reuse(
-        common, held.known_ends, held.chunks, cold_cuts, own_cuts, num_prompt, budget
+        common, held.known_ends, held.chunks, cold_cuts, own_cuts, num_prompt, budget, granule
     )
 
 
@@ -114,23 +124,38 @@ def cuts_past(cuts: Sequence[int], reuse: int, num_prompt: int) -> list[int]:
     return [c for c in cuts if c >= reuse + TILED_QUERIES or c == num_prompt]
 
 
+def left_over(chunk: tuple[int, int], granule: int) -> int:
+    """Where the rows of `chunk` left over after its whole groups of `granule` start."""
+    a, b = chunk
+    return b - (b - a) % granule
+
+
 def _both_exact(
-    x: Sequence[tuple[int, int]], y: Sequence[tuple[int, int]], lo: int, hi: int
+    x: Sequence[tuple[int, int]],
+    y: Sequence[tuple[int, int]],
+    lo: int,
+    hi: int,
+    granule: int = 1,
 ) -> bool:
     """Every position in [lo, hi) is computed alike by both chunkings: in the tiled path by
-    both, or by the very same chunk (the positions before it alike too, as checked from `lo`
-    on: a narrow chunk rounds as it does wherever it runs on the same KV). Each must cover the
-    range; where chunks overlap, the later one computed the position again."""
+    both, in a whole group of `granule` rows by both or left over by both, or by the very same
+    chunk (the positions before it alike too, as checked from `lo` on: a narrow chunk rounds as
+    it does wherever it runs on the same KV). Each must cover the range; where chunks overlap,
+    the later one computed the position again."""
     cx = [(a, b) for a, b in x if b > lo and a < hi][::-1]
     cy = [(a, b) for a, b in y if b > lo and a < hi][::-1]
-    bounds = sorted({lo, hi, *(max(a, lo) for a, _ in cx + cy), *(min(b, hi) for _, b in cx + cy)})
-    for at in bounds[:-1]:
+    ends = {*(max(a, lo) for a, _ in cx + cy), *(min(b, hi) for _, b in cx + cy)}
+    groups = {left_over(c, granule) for c in cx + cy if lo < left_over(c, granule) < hi}
+    for at in sorted({lo, hi, *ends, *groups})[:-1]:
         chunk_x = next((c for c in cx if c[0] <= at < c[1]), None)
         chunk_y = next((c for c in cy if c[0] <= at < c[1]), None)
         if chunk_x is None or chunk_y is None:
             return False
+        if chunk_x == chunk_y:
+            continue
         tiled = path_of(chunk_x[1] - chunk_x[0]) == path_of(chunk_y[1] - chunk_y[0]) == TILED
-        if not tiled and chunk_x != chunk_y:
+        grouped = (at >= left_over(chunk_x, granule)) == (at >= left_over(chunk_y, granule))
+        if not (tiled and grouped):
             return False
     return True
 
@@ -143,31 +168,43 @@ def exact_reuse(
     own_cuts: Sequence[int],
     num_prompt: int,
     budget: int,
+    granule: int = 1,
 ) -> int:
     """How much of a free sequence's KV to reuse: all `common` tokens it shares with the prompt (at
     most the prompt but its last token) when every token stays in the tiled path where a cold
     request computes it (or in the very chunk a cold request computes it in), else the most of
     them that leaves the first chunk it computes TILED_QUERIES wide when that holds, else the
-    last of its chunk ends within them (where a cold request also cuts). `resident_ends`: where
-    its chunks ended (and where it went on from); `resident_chunks`: the chunks that computed
-    its prompt, as far as known; `cold_cuts`: the prompt's snapshot points on an empty cache;
-    `own_cuts`: this request's (it computes from the reuse to the prompt's end, cut at cuts_past
-    it)."""
+    last of its chunk ends within them from which the rest is computed as a cold request
+    computes it, else none where computing the whole prompt is, else the last chunk end.
+    `resident_ends`: where its chunks ended (and where it went on from); `resident_chunks`:
+    the chunks that computed its prompt, as far as known; `cold_cuts`: the prompt's snapshot
+    points on an empty cache; `own_cuts`: this request's (it computes from the reuse to the
+    prompt's end, cut at cuts_past it); `granule`: the rows a chunk computes in groups (as
+    far as 2 * (granule - 1) fewer are tried, so that its rows left over fall where a cold
+    request's do)."""
     common = min(common, num_prompt - 1)
     at_end = max((e for e in resident_ends if e <= common), default=0)
-    if common <= at_end:
-        return at_end
     cold = computed_chunks(0, num_prompt, cold_cuts, budget)
     # NOTE: where the rest would start with a chunk too narrow for the tiled path (before a
     # cut or the prompt's end), it may start TILED_QUERIES tokens before that cut instead:
     # those are computed again, tiled, as a cold request computes them
     stops = [c - TILED_QUERIES for c in (*own_cuts, num_prompt) if at_end < c - TILED_QUERIES]
-    for reuse in sorted({common, *(s for s in stops if s < common)}, reverse=True):
+    tried = {common, *(s for s in stops if s < common)}
+    # NOTE: back past a resident's rows left over (granule - 1 at most), then to where its own
+    # rows left over fall as a cold request's (as many again)
+    tried = {r - i for r in tried for i in range(2 * granule - 1) if r - i > at_end}
+    # NOTE: a chunk end of the resident is tried as any point is: where it went on from
+    # another state it is an end, yet the rest from there may be computed otherwise than a
+    # cold request computes it (measured: 17 tokens narrow where a cold request went tiled)
+    tried |= {0, *(e for e in resident_ends if e <= common)}
+    for reuse in sorted(tried, reverse=True):
         own = computed_chunks(reuse, num_prompt, cuts_past(own_cuts, reuse, num_prompt), budget)
         # NOTE: a widened first chunk computes again the resident's tokens from `first` on
         first = min(reuse, own[0][0])
-        if _both_exact(resident_chunks, cold, at_end, max(at_end, first)) and _both_exact(
-            own, cold, first, num_prompt
+        known = min(at_end, reuse)  # NOTE: the positions before a chunk end are taken as known
+        if _both_exact(resident_chunks, cold, known, max(known, first), granule) and _both_exact(
+            own, cold, first, num_prompt, granule
         ):
             return reuse
+    # NOTE: its own cuts part from the cold request's however much it reuses: the last end
     return at_end

@@ -36,6 +36,9 @@ LIKELY_UNTIL = 256
 # the batch's shape, not on which tokens are in it)
 _PROBE_PROMPT = [2, 3, 4]
 _PROBE_RUN = list(range(10, 10 + PROBE_LIMIT))
+# NOTE: a tiled chunk (exact_reuse.TILED_QUERIES) of a multiple of every granule measured, and
+# the one a row shorter leaves 1, 3, 7 or 15 rows over: which tells the granule apart
+GROUPED_ROWS = 80
 log = structlog.get_logger("reame.engine")
 
 
@@ -148,6 +151,38 @@ def exact_until(context: KVContext, length: int, seq_id: int = 0) -> int | None:
         return inexact + 1
     finally:
         context.clear(seq_id)
+
+
+def row_granule(context: KVContext, seq_id: int = 0) -> int:
+    """How many rows of a prompt chunk the weights are multiplied in groups of (1, 2, 4, 8 or
+    16): llama.cpp computes the rows left over at a chunk's end otherwise where it repacks the
+    weights (engine/exact_reuse.py). Found as where a tiled chunk one row shorter first gives
+    other logits than the same rows in a chunk of GROUPED_ROWS; 1 when no row differs (or the
+    batch is too small to measure). Uses sequence `seq_id` and empties it."""
+    n = GROUPED_ROWS
+    if context.shape.batch_size < n:
+        return 1
+    prompt = [10 + (7 * i) % 40 for i in range(n)]  # any ids every vocabulary has
+    compared = range(n - 17, n - 1)  # NOTE: the rows groups of 16 leave over, and one before
+    try:
+        rows = []
+        for width in (n, n - 1):
+            context.clear(seq_id)
+            wants = [i in compared for i in range(width)]
+            context.decode(prompt[:width], list(range(width)), [seq_id] * width, wants)
+            rows.append([np.array(context.logits(j), copy=True) for j in compared])
+    finally:
+        context.clear(seq_id)
+    first = next(
+        (j for j, x, y in zip(compared, *rows, strict=True) if not np.array_equal(x, y)), None
+    )
+    if first is None:
+        return 1
+    granule = n - first  # NOTE: the rows left over are (n - 1) % granule = granule - 1
+    if granule not in (2, 4, 8, 16):
+        log.warning("rows of a chunk round otherwise than modelled", first_row=first)
+        return 16
+    return granule
 
 
 def _pair_exact(context: KVContext, prompt: Sequence[int], at: int, seq_id: int) -> bool:

@@ -40,6 +40,9 @@ class ExactPaths:
     run: int | None = 1
     until: int | None = 0  # the first position a run may not reach (None: any; 0: not probed)
     neighbours: int = 1  # sequences of one token each one llama_decode may hold
+    # the rows of a batch the weights take in groups (exact_run.row_granule): a sequence's
+    # rows group as alone only where the rows before it in the batch fill whole groups
+    granule: int = 1
 
 
 def call_is_exact(parts: Sequence[Step], paths: ExactPaths) -> bool:
@@ -50,7 +53,7 @@ def call_is_exact(parts: Sequence[Step], paths: ExactPaths) -> bool:
     if len(parts) == 1:
         return True
     if all(len(p.tokens) >= TILED_QUERIES and not p.is_verify for p in parts):
-        return True
+        return all(len(p.tokens) % paths.granule == 0 for p in parts[:-1])
     return (
         len(parts) <= paths.neighbours
         and all(len(p.tokens) == 1 for p in parts)

@@ -122,6 +122,9 @@ class ReuseIndex:
         most (where a cold request's chunks end)."""
         self._can_cut = can_cut
         self._budget = budget
+        # NOTE: the rows of a chunk the weights take in groups (engine/exact_run.py
+        # row_granule), measured by the engine at start; 1 (no groups) until then
+        self.granule = 1
         self._resident: dict[int, Resident] = {}  # least recently inserted first
         self._locks: Counter[int] = Counter()
         self._finals: OrderedDict[str, SavedState] = OrderedDict()  # by session, oldest first
@@ -174,6 +177,7 @@ class ReuseIndex:
             seq.snapshots_due,
             seq.num_prompt,
             self._budget,
+            self.granule,
         )
         if not self._can_cut and length != len(held.tokens):
             return 0
