@@ -272,8 +272,8 @@ def test_a_stored_state_that_parts_from_the_prompt_serves_what_they_share_answer
 @pytest.mark.model
 def test_with_repacked_weights_answers_after_reuse_equal_a_cold_requests(gemma_path: Path) -> None:
     """Gemma 3's Q4_K_M weights: llama.cpp multiplies a chunk's rows in groups and the rows left
-    over otherwise; without the groups kept where a cold request has them, one answer of these
-    differed (Question 3's bush, reused from 485 tokens into a tiled chunk)."""
+    over otherwise. Before the rule kept them where a cold request has them, one of the Question
+    3 answers differed from a cold request's."""
     template = Path(__file__).parent / "templates" / "chatml-think-free.jinja"
     cold, warm = {}, {}
     for q in QUESTIONS:
