@@ -169,6 +169,19 @@ def test_a_reuse_keeps_every_row_grouped_or_left_over_as_a_cold_request(
         assert x == y or (path_of(x[1] - x[0]) == path_of(y[1] - y[0]) == 2 and x[2] == y[2])
 
 
+def test_a_request_that_reuses_nothing_is_judged_on_all_its_cuts() -> None:
+    # reusing nothing, it cuts at 40 as a cold request does: exact, where going on from the
+    # chunk end at 30 computes 30..40 tiled where the cold request computes them narrow
+    assert exact_reuse(35, [0, 30, 200], [(0, 30), (30, 200)], (40,), (40,), 300, BUDGET) == 0
+    assert exact_reuse(25, [0, 20, 30], [(0, 20), (20, 30)], (10,), (10,), 50, BUDGET) == 0
+
+
+def test_the_sixty_four_before_the_end_are_tried_below_a_chunk_end_too() -> None:
+    # 300..314 would run narrow where the cold request's one chunk is tiled; from 250 the rest
+    # is one tiled chunk as the cold request's
+    assert exact_reuse(310, [0, 300, 400], [(0, 300), (300, 400)], (), (), 314, BUDGET) == 250
+
+
 def test_nothing_past_the_prompt_but_its_last_token_is_reused() -> None:
     # its narrow tail (300..328) rounds otherwise than the cold request's 300..330
     resident = ([0, 300, 328], [(0, 300), (300, 328)])

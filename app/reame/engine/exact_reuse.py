@@ -188,17 +188,19 @@ def exact_reuse(
     # NOTE: where the rest would start with a chunk too narrow for the tiled path (before a
     # cut or the prompt's end), it may start TILED_QUERIES tokens before that cut instead:
     # those are computed again, tiled, as a cold request computes them
-    stops = [c - TILED_QUERIES for c in (*own_cuts, num_prompt) if at_end < c - TILED_QUERIES]
+    stops = [c - TILED_QUERIES for c in (*own_cuts, num_prompt) if c > TILED_QUERIES]
     tried = {common, *(s for s in stops if s < common)}
     # NOTE: back past a resident's rows left over (granule - 1 at most), then to where its own
     # rows left over fall as a cold request's (as many again)
-    tried = {r - i for r in tried for i in range(2 * granule - 1) if r - i > at_end}
+    tried = {r - i for r in tried for i in range(2 * granule - 1) if r - i > 0}
     # NOTE: a chunk end of the resident is tried as any point is: where it went on from
     # another state it is an end, yet the rest from there may be computed otherwise than a
     # cold request computes it (measured: 17 tokens narrow where a cold request went tiled)
     tried |= {0, *(e for e in resident_ends if e <= common)}
     for reuse in sorted(tried, reverse=True):
-        own = computed_chunks(reuse, num_prompt, cuts_past(own_cuts, reuse, num_prompt), budget)
+        # NOTE: a request that reuses nothing keeps all its cuts (it is not started from a state)
+        kept = cuts_past(own_cuts, reuse, num_prompt) if reuse else own_cuts
+        own = computed_chunks(reuse, num_prompt, kept, budget)
         # NOTE: a widened first chunk computes again the resident's tokens from `first` on
         first = min(reuse, own[0][0])
         known = min(at_end, reuse)  # NOTE: the positions before a chunk end are taken as known
