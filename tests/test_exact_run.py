@@ -164,3 +164,6 @@ def test_the_engine_measures_the_row_groups_where_it_keeps_prompts() -> None:
     small = GroupsRows(ContextShape(1024, 64, 2, 1))  # too small a batch to measure: no groups
     small.granule = 8
     assert row_granule(small) == 1
+    short = GroupsRows(ContextShape(2 * 72, 128, 2, 1))  # a sequence of 72 cells: not tried
+    short.granule = 8
+    assert row_granule(short) == 1 and short.batches == []

@@ -158,9 +158,10 @@ def row_granule(context: KVContext, seq_id: int = 0) -> int:
     16): llama.cpp computes the rows left over at a chunk's end otherwise where it repacks the
     weights (engine/exact_reuse.py). Found as where a tiled chunk one row shorter first gives
     other logits than the same rows in a chunk of GROUPED_ROWS; 1 when no row differs (or the
-    batch is too small to measure). Uses sequence `seq_id` and empties it."""
+    batch or a sequence's cells are too few to measure). Uses sequence `seq_id` and empties it."""
     n = GROUPED_ROWS
-    if context.shape.batch_size < n:
+    per_sequence = context.shape.num_cells // context.shape.num_sequences
+    if min(context.shape.batch_size, per_sequence) < n:
         return 1
     prompt = [10 + (7 * i) % 40 for i in range(n)]  # any ids every vocabulary has
     compared = range(n - 17, n - 1)  # NOTE: the rows groups of 16 leave over, and one before
