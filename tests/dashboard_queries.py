@@ -88,8 +88,9 @@ def drive_traffic(client: OpenAI) -> None:
 
 
 def wait_for_a_scrape(url: str, wait: float = 120) -> None:
-    """Until Prometheus has scraped the server as it is now, so that the traffic that follows
-    shows as an increase and not as the counters' first values."""
+    """Until Prometheus has scraped every target that is up as it is now, so that the traffic
+    that follows shows as an increase and not as the counters' first values, and the traffic
+    before it is in the samples."""
     since = time.time()
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
@@ -97,7 +98,10 @@ def wait_for_a_scrape(url: str, wait: float = 120) -> None:
         # query's time, which is always after `since`, so the wait would end at once
         query = {"query": "timestamp(up) and up == 1"}
         body = httpx.get(f"{url}/api/v1/query", params=query, timeout=10)
-        if any(float(s["value"][1]) > since for s in body.json()["data"]["result"]):
+        # NOTE: every target, not any: with two replicas and HAProxy, one of them scraped
+        # does not put the other's traffic in the samples
+        scraped = [float(s["value"][1]) > since for s in body.json()["data"]["result"]]
+        if scraped and all(scraped):
             return
         time.sleep(0.5)
     raise AssertionError(f"Prometheus at {url} did not scrape the server within {wait} s")

@@ -383,6 +383,9 @@ def test_every_query_of_the_cluster_row_returns_data(
         wait_for(lambda: shared_errors(cluster) > errors, timeout=20, what="a shared-tier error")
     finally:
         cluster.valkey.unpause()
+    # NOTE: the panels alone were no wait: with the first restore's match scraped, the hit
+    # rate reads 0, which is data, until a scrape holds the second's (CI read 0)
+    wait_for_a_scrape(cluster.prometheus)
     failing = panels_without_data(cluster.prometheus, wait=60, row=CLUSTER_ROW)
     assert not failing, "panels without data:\n" + failing + "\n" + logs(cluster.env)
     assert shared_hit_rate(cluster.prometheus) > 0
