@@ -134,11 +134,11 @@ def test_rows_left_over_after_whole_groups_fall_where_a_cold_requests_do() -> No
     assert exact_reuse(290, *resident, (), (), 390, BUDGET) == 290  # no groups: all of it
     assert exact_reuse(290, *resident, (), (), 390, BUDGET, granule=4) == 288
     assert exact_reuse(295, *resident, (), (), 390, BUDGET, granule=8) == 288
-    # the resident went on from 310 into a chunk of its own (rows 410..412 left over by 4):
+    # the resident went on from 364 into a chunk of its own (rows 464..466 left over by 4):
     # those are not reused as the grouped rows a cold request's one chunk computes there
-    resident = ([0, 300, 310, 413], [(0, 300), (300, 310), (310, 413)])
-    assert exact_reuse(412, *resident, (300,), (), 500, BUDGET) == 412
-    assert exact_reuse(412, *resident, (300,), (), 500, BUDGET, granule=4) == 408
+    resident = ([0, 300, 364, 467], [(0, 300), (300, 364), (364, 467)])
+    assert exact_reuse(466, *resident, (300,), (), 600, BUDGET) == 466
+    assert exact_reuse(466, *resident, (300,), (), 600, BUDGET, granule=4) == 464
     # where its last chunk ends at the same cut as a cold request's, it is the very same chunk
     assert exact_reuse(300, *([0, 300], [(0, 300)]), (300,), (300,), 390, BUDGET, granule=8) == 300
 
@@ -165,6 +165,71 @@ def test_a_reuse_keeps_every_row_grouped_or_left_over_as_a_cold_request(
 
     for at in range(num_prompt):
         x = row(at, [(0, resident_end)] if at < first else own)
+        y = row(at, cold)
+        assert x == y or (path_of(x[1] - x[0]) == path_of(y[1] - y[0]) == 2 and x[2] == y[2])
+
+
+def test_rows_before_a_chunk_end_that_a_later_chunk_computed_again_are_checked() -> None:
+    # 0..63 computed narrow, then 63..120 widened to the tiled 56..120: rows 56..62 are no
+    # longer the narrow chunk's a cold request of 68 tokens computes them in (before: 63 reused)
+    resident = ([0, 63, 120], [(0, 63), (56, 120)])
+    assert exact_reuse(65, *resident, (63,), (63,), 68, BUDGET) == 0
+    # rows the later chunk did not reach are still the narrow chunk's, as the cold request's
+    resident = ([0, 63, 130], [(0, 63), (63, 130)])
+    assert exact_reuse(65, *resident, (63,), (63,), 68, BUDGET) == 63
+
+
+# a resident's history: (how far back from its end it went on, how many tokens it then
+# computed, its cuts in them), as a sequence goes on from its own or another's state
+HISTORY = st.lists(
+    st.tuples(st.integers(0, 300), st.integers(2, 300), st.lists(st.integers(1, 900), max_size=2)),
+    min_size=1,
+    max_size=4,
+)
+
+
+def computed_by(history: list[tuple[int, int, list[int]]]) -> tuple[list[int], list]:
+    """The chunk ends and chunks of a state computed by `history` (Sequence.starts_at)."""
+    ends, done, end = [0], [], 0
+    for back, more, cuts in history:
+        start = max(0, end - back)
+        ends = [e for e in ends if e < start] + [start]
+        done = [c for c in done if c[0] < start]
+        new = computed_chunks(start, start + more, [start + c for c in cuts], BUDGET)
+        done += new
+        ends += [b for _, b in new]
+        end = start + more
+    return ends, done
+
+
+@given(
+    HISTORY,
+    st.lists(st.integers(1, 1200), max_size=3),
+    st.integers(0, 1200),
+    st.integers(1, 400),
+    st.sampled_from([1, 4]),
+)
+def test_every_row_a_request_reuses_or_computes_is_computed_as_a_cold_requests(
+    history: list, cuts: list[int], common: int, more: int, granule: int
+) -> None:
+    """Whatever the resident's chunks were (gone on from, widened back over earlier ones), each
+    row of the prompt is in a chunk the cold request's equals, or tiled in both and grouped or
+    left over in both."""
+    ends, resident = computed_by(history)
+    common = min(common, ends[-1])
+    num_prompt = common + more
+    reuse = exact_reuse(common, ends, resident, cuts, cuts, num_prompt, BUDGET, granule)
+    cold = computed_chunks(0, num_prompt, cuts, BUDGET)
+    kept = cuts_past(cuts, reuse, num_prompt) if reuse else cuts
+    own = computed_chunks(reuse, num_prompt, kept, BUDGET)
+    first = min(reuse, own[0][0])
+
+    def row(at: int, chunking: list[tuple[int, int]]) -> tuple[int, int, bool]:
+        a, b = next(c for c in reversed(chunking) if c[0] <= at < c[1])
+        return a, b, at >= b - (b - a) % granule
+
+    for at in range(num_prompt):
+        x = row(at, resident if at < first else own)
         y = row(at, cold)
         assert x == y or (path_of(x[1] - x[0]) == path_of(y[1] - y[0]) == 2 and x[2] == y[2])
 

@@ -136,12 +136,14 @@ def _both_exact(
     lo: int,
     hi: int,
     granule: int = 1,
+    gaps: bool = False,
 ) -> bool:
     """Every position in [lo, hi) is computed alike by both chunkings: in the tiled path by
     both, in a whole group of `granule` rows by both or left over by both, or by the very same
     chunk (the positions before it alike too, as checked from `lo` on: a narrow chunk rounds as
-    it does wherever it runs on the same KV). Each must cover the range; where chunks overlap,
-    the later one computed the position again."""
+    it does wherever it runs on the same KV). Each must cover the range, but where `gaps`
+    positions `x` does not cover are taken as alike; where chunks overlap, the later one
+    computed the position again."""
     cx = [(a, b) for a, b in x if b > lo and a < hi][::-1]
     cy = [(a, b) for a, b in y if b > lo and a < hi][::-1]
     ends = {*(max(a, lo) for a, _ in cx + cy), *(min(b, hi) for _, b in cx + cy)}
@@ -149,6 +151,8 @@ def _both_exact(
     for at in sorted({lo, hi, *ends, *groups})[:-1]:
         chunk_x = next((c for c in cx if c[0] <= at < c[1]), None)
         chunk_y = next((c for c in cy if c[0] <= at < c[1]), None)
+        if chunk_x is None and gaps:
+            continue
         if chunk_x is None or chunk_y is None:
             return False
         if chunk_x == chunk_y:
@@ -203,9 +207,14 @@ def exact_reuse(
         own = computed_chunks(reuse, num_prompt, kept, budget)
         # NOTE: a widened first chunk computes again the resident's tokens from `first` on
         first = min(reuse, own[0][0])
-        known = min(at_end, reuse)  # NOTE: the positions before a chunk end are taken as known
-        if _both_exact(resident_chunks, cold, known, max(known, first), granule) and _both_exact(
-            own, cold, first, num_prompt, granule
+        # NOTE: before a chunk end, positions whose chunk is not known are taken as computed
+        # as a cold request computes them (it went on from there); those whose chunk is known
+        # are checked, a later chunk widened back over them too
+        known = min(at_end, reuse)
+        if (
+            _both_exact(resident_chunks, cold, 0, min(known, first), granule, gaps=True)
+            and _both_exact(resident_chunks, cold, known, max(known, first), granule)
+            and _both_exact(own, cold, first, num_prompt, granule)
         ):
             return reuse
     # NOTE: its own cuts part from the cold request's however much it reuses: the last end
