@@ -84,7 +84,9 @@ def test_a_step_of_two_sequences_is_one_decode_and_each_gets_its_own_token() -> 
     parts = Parts(sequences=2, budget=32)
     a, b = parts.add([3, 4, 5, 2], 3), parts.add([9, 8, 7, 6], 3)
     out = parts.step()
-    assert len(parts.context.batches) == 1 and len(parts.context.batches[0]) == 8
+    # NOTE: narrow prompt chunks side by side round otherwise than alone (exact_steps), and a
+    # later request would reuse them as computed alone: one decode each
+    assert [len(batch) for batch in parts.context.batches] == [4, 4]
     assert tokens_of(out, a) == reference([3, 4, 5, 2], 1)
     assert tokens_of(out, b) == reference([9, 8, 7, 6], 1)
     plan = parts.scheduler.schedule()
@@ -92,6 +94,11 @@ def test_a_step_of_two_sequences_is_one_decode_and_each_gets_its_own_token() -> 
         (4, (a.tokens[-1],), [0]),
         (4, (b.tokens[-1],), [1]),
     ]
+    parts.context.batches.clear()
+    out = parts.step()
+    assert [len(batch) for batch in parts.context.batches] == [2]  # their decode tokens: one
+    assert tokens_of(out, a) == reference([3, 4, 5, 2], 2)[1:]
+    assert tokens_of(out, b) == reference([9, 8, 7, 6], 2)[1:]
 
 
 def test_parts_of_unequal_sizes_are_one_decode_a_size_and_each_reads_its_own_logits() -> None:

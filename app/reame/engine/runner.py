@@ -61,7 +61,7 @@ class Runner:
                 metrics.SPEC_CHECKPOINT_SECONDS.observe(seconds)
                 if self._controller is not None:
                     self._controller.record_checkpoint(seconds)
-        calls = plan.calls()
+        calls = [alone for call in plan.calls() for alone in self._as_alone(call)]
         started = time.perf_counter()
         for call in calls:
             if not call_is_exact(call.parts, self.paths):
@@ -80,6 +80,17 @@ class Runner:
         if self._controller is not None:
             self._controller.record_step(plan.num_tokens, seconds)
         return out
+
+    def _as_alone(self, call: StepPlan) -> list[StepPlan]:
+        """`call`, or one call per part where it holds a prompt chunk that would be computed
+        otherwise than alone: a later request reuses a prompt's KV as its chunks computed it
+        alone (exact_reuse; a chunk of 70 rows after another's 70 has its rows grouped from
+        row 2 of a group of 4, where alone they are grouped from its first)."""
+        if call_is_exact(call.parts, self.paths) or not any(
+            p.num_prompt_tokens for p in call.parts
+        ):
+            return [call]
+        return [StepPlan((part,)) for part in call.parts]
 
 
 def _kept(earlier: Logits, context: KVContext, call: StepPlan, copy: bool) -> Logits:
