@@ -289,3 +289,26 @@ def test_the_gauges_show_an_idle_engine_once_its_last_request_ended() -> None:
         assert (metrics.RUNNING._value.get(), metrics.WAITING._value.get()) == (0, 0)
     finally:
         assert engine.close()
+
+
+@pytest.mark.parametrize("candidates", [2, 3], ids=["fits", "larger-than-the-sequences"])
+def test_a_groups_candidates_keep_the_chunks_that_computed_their_prompt(candidates: int) -> None:
+    """A candidate's KV is a copy of the group's prompt: a later request reuses it as those
+    chunks computed it (engine/exact_reuse.py), not as chunks it does not know (before, a
+    candidate's states held none: reused only up to a chunk end)."""
+    taken: list[SavedState] = []
+    engine, _ = make_engine(on_state=lambda kept: taken.append(kept.state), takes_snapshots=True)
+    try:
+        prompt = [(i * 5) % 60 + 2 for i in range(40)]
+        runs = [Run() for _ in range(candidates)]
+        requests = [
+            GenerationRequest(prompt, greedy(6 + k), keep_state=True) for k in range(candidates)
+        ]
+        engine.submit_group(requests, [r.sink for r in runs])
+        for k, run in enumerate(runs):
+            assert run.wait() == reference(prompt, 6 + k)
+        answers = [s for s in taken if len(s.tokens) > len(prompt)]
+        assert len(answers) == candidates
+        assert [s.chunks for s in answers] == [((0, 32), (32, 40))] * candidates  # budget 32
+    finally:
+        assert engine.close()

@@ -35,6 +35,7 @@ class LateFork:
     logits: np.ndarray
     num_computed: int
     chunk_ends: tuple[int, ...]
+    chunks: tuple[tuple[int, int], ...]
 
 
 @dataclass(slots=True)

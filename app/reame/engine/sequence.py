@@ -162,10 +162,13 @@ class Sequence:
         self.num_cached = 0
         self.propose([])  # NOTE: drafts proposed for a step that did not run
 
-    def forked_from(self, num_computed: int, chunk_ends: Seq[int]) -> None:
-        """Its KV is a copy of its group's prompt (none of it computed for this one)."""
+    def forked_from(
+        self, num_computed: int, chunk_ends: Seq[int], chunks: Seq[tuple[int, int]]
+    ) -> None:
+        """Its KV is a copy of its group's prompt (none of it computed for this one), computed
+        by the group's `chunks`: a later request reuses it as they computed it."""
         self.num_computed, self.num_cached = num_computed, self.num_prompt
-        self.chunk_ends = list(chunk_ends)
+        self.chunk_ends, self.chunks = list(chunk_ends), list(chunks)
 
     def prompt_computed(self, logits: np.ndarray) -> None:
         """Its prompt's last token gave `logits` (a view): kept, a copy, so that its slot can

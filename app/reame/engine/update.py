@@ -243,14 +243,21 @@ class Update:
                 if state is None:  # NOTE: the leader's own KV was lost: it starts over
                     self.finish(seq, Finish.ERROR, error="the prompt's state was lost")
                     continue
-                ends = tuple(leader.chunk_ends)
-                self.scheduler.wait_for_slot(LateFork(seq, state, kept, leader.num_computed, ends))
+                late = LateFork(
+                    seq,
+                    state,
+                    kept,
+                    leader.num_computed,
+                    tuple(leader.chunk_ends),
+                    tuple(leader.chunks),
+                )
+                self.scheduler.wait_for_slot(late)
         if forks:
             self.moves.add(Copy(leader.slot, tuple(s.slot for s in forks)))
         for seq in forks:
             if not leader.is_exact:
                 seq.computed_otherwise()
-            seq.forked_from(leader.num_computed, leader.chunk_ends)
+            seq.forked_from(leader.num_computed, leader.chunk_ends, leader.chunks)
             self.scheduler.start(seq)
             self._advance(seq, logits)
 
@@ -258,7 +265,7 @@ class Update:
         """A candidate given a free sequence: the prompt's state, then its first token."""
         seq = late.seq
         self.moves.add(Restore(seq.slot, late.state))
-        seq.forked_from(late.num_computed, late.chunk_ends)
+        seq.forked_from(late.num_computed, late.chunk_ends, late.chunks)
         try:
             self._advance(seq, late.logits)
         except Exception as exc:
