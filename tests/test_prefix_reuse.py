@@ -69,6 +69,9 @@ def test_the_plan_snapshots_past_what_it_restores_and_not_what_is_stored(
     warm = reuse.plan(PROMPT, "", None, marks=(100,), take_snapshots=True)
     assert [len(s.state.tokens) for s in warm.stored] == [100]
     assert warm.snapshot_at == (300,)  # 100 is stored already
+    # NOTE: but its chunks still end there, as the cold request's: a reuse is exact only where
+    # the rest is computed as a cold request computes it (docs/replay/stop52-widened)
+    assert warm.cold_cuts == (100, 300) and warm.cut_at == (100,)
     session = reuse.plan(PROMPT, "", ALICE, marks=(), take_snapshots=False)
     assert session.snapshot_at == () and session.keep_state and session.keep_state_min_new == 0
 

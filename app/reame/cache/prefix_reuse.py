@@ -151,11 +151,14 @@ class PrefixReuse:
             kept = must if not self._can_cut else ()
             wanted = cache.policy.points(end, list(marks), base, kept)
             points = tuple(p for p in wanted if not cache.holds(tokens, p, scope))
-            # NOTE: but its chunks end there, as a cold request's do (exact_reuse.cuts_past
-            # drops a cut less than a tiled chunk past what the request restores). Without
-            # it a turn that restored nothing computed its prompt in one chunk, and its
-            # history was computed again from the start: 492 tokens where 58 would do
-            cuts = tuple(p for p in must if 0 < p < end) if self._can_cut else ()
+            # NOTE: but its chunks end at every cold request's cut, kept or not (exact_reuse
+            # judges a reuse by the rest computed as a cold request computes it;
+            # exact_reuse.cuts_past drops a cut less than a tiled chunk past what the request
+            # restores). Without the answer's start, a turn that restored nothing computed its
+            # prompt in one chunk and its history was computed again: 492 tokens where 58
+            # would do; without a system prompt already held, no reuse was exact and the one
+            # taken was not (greedy answers differed: docs/replay/stop52-widened)
+            cuts = tuple(p for p in cold if 0 < p < end) if self._can_cut else ()
         keeps_final = session is not None or (cache is not None and take_snapshots)
         min_new = 0 if session is not None else MIN_NEW_FOR_FINAL
         return Reuse(stored, points, keeps_final, min_new, cold, cuts)
