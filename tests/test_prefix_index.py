@@ -187,3 +187,31 @@ def test_the_plan_restores_the_longest_state_it_may_use_whole_prefix_or_not(tmp_
         assert uncut.shared(stored, prompt) == len(SYSTEM)
     finally:
         cache.close()
+
+
+def test_states_in_ram_that_share_fewer_tokens_are_offered_too(tmp_path: Path) -> None:
+    """The state that shares the most may be used less (its rows near where the prompt leaves
+    it computed otherwise than a cold request's: docs/replay/stop52-widened): the engine is
+    offered the others in RAM, and takes the one it may go on from the furthest."""
+    config = CacheConfig(None, ram_bytes=1 << 22, disk_bytes=0, min_tokens=64)
+    cache = PrefixCache(config, FINGERPRINT)
+    reuse = PrefixReuse(cache, SessionStore(8, 1 << 20, 3600))
+    try:
+        # NOTE: both part from it in its fifth block (the index looks in the deepest one)
+        first = [*SYSTEM, *PASSAGE["a"][:40], 1, 1, 1]  # parts from the prompt after 140
+        second = [*SYSTEM, *PASSAGE["a"][:50], 2, 2, 2]  # after 150: shares the most
+        for tokens in (first, second):
+            cache.offer(computed(tokens))
+        prompt = [*SYSTEM, *PASSAGE["a"][:50], 3, 3, 3, *PASSAGE["b"][:50]]
+        assert cache.longer(prompt, "", 0).state.tokens == tuple(second)  # type: ignore[union-attr]
+        stored = reuse.prefetch(prompt, "", None)
+        assert [s.state.tokens for s in stored] == [tuple(second), tuple(first)]
+        assert all(s.tier == "ram" for s in stored)
+        assert cache.also_longer(prompt, "", 140, None) == [
+            h for h in cache.also_longer(prompt, "", 0, None) if h.state.tokens == tuple(second)
+        ]  # none that shares `floor` or fewer
+        # memory that cannot be cut is offered none of them
+        uncut = PrefixReuse(cache, SessionStore(8, 1 << 20, 3600), can_cut=False)
+        assert uncut.prefetch(prompt, "", None) == ()
+    finally:
+        cache.close()

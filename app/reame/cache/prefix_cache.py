@@ -121,6 +121,27 @@ class PrefixCache:
             metrics.PREFIX_LOOKUPS.labels(f"{hit.source}_partial").inc()
         return hit
 
+    def also_longer(
+        self, tokens: list[int], scope: str, floor: int, taken: Hit | None, limit: int = 2
+    ) -> list[Hit]:
+        """Other states in RAM that share more than `floor` leading tokens with `tokens` and
+        then go on otherwise, besides `taken` (longer's), at most `limit`, sharing the most
+        first. One that shares fewer may serve more of them exactly: the engine takes the one
+        it may go on from the furthest (engine/reuse_index.py). Not read from disk: a read for
+        a state that may not be used is dear."""
+        if len(tokens) < self.config.min_tokens:
+            return []
+        out: list[Hit] = []
+        for shared in self.index.longest(group_chain(tokens, scope), tokens):
+            if shared.length <= max(floor, self.config.min_tokens - 1) or len(out) == limit:
+                break
+            state = self.ram.get(shared.entry.key)
+            if state is None or (taken is not None and state is taken.state):
+                continue
+            if len(state.tokens) > shared.length == state.common_length(tokens):
+                out.append(Hit(state, "ram", is_partial=True))
+        return out
+
     def count_tokens(self, reused: int, total: int) -> None:
         """What a request finally restored of its prompt (the engine may use less of a hit)."""
         self._tokens["reused"] += reused

@@ -67,8 +67,9 @@ class PrefixReuse:
         self, tokens: list[int], scope: str, session: SessionKey | None
     ) -> tuple[Stored, ...]:
         """The stored states a request of `tokens` may go on from, in memory: its session's,
-        the longest stored prefix of `tokens`, and a state that shares more of them and then
-        parts (cut back when restored; not on memory that cannot be cut). Checked token by
+        the longest stored prefix of `tokens`, and states that share more of them and then
+        part (cut back when restored; not on memory that cannot be cut): the one sharing the
+        most, and up to two more in RAM (PrefixCache.also_longer). Checked token by
         token. Mutates recency only (a disk or shared hit is read into RAM); may read the
         disk: call it off the event loop."""
         found: list[Stored] = []
@@ -83,6 +84,8 @@ class PrefixReuse:
             # NOTE: memory that cannot be cut goes on from a whole stored prefix only
             longer = self.cache.longer(tokens, scope, floor) if self._can_cut else None
             hits = [h for h in (whole, longer) if h is not None]
+            if self._can_cut:  # NOTE: the one sharing the most may not be the one used most
+                hits += self.cache.also_longer(tokens, scope, floor, longer)
             found += [Stored(h.source, h.state) for h in hits]
             log.debug(
                 "prefix cache lookup",
