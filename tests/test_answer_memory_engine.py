@@ -48,10 +48,22 @@ def test_an_answer_computed_alone_is_exact(runtime: Runtime) -> None:
     assert finish.is_exact
 
 
-def test_prompts_whose_narrow_chunks_shared_a_decode_are_not_exact(runtime: Runtime) -> None:
+def test_prompts_whose_narrow_chunks_would_share_a_decode_are_computed_apart_and_exact(
+    runtime: Runtime,
+) -> None:
+    """Narrow chunks side by side may round otherwise than alone (the probe does not measure
+    them): the runner computes them apart, so the answers are their lone answers, and kept
+    (before, one decode, and both answers marked not exact)."""
     one, two = prompt(runtime, "Name three colors."), prompt(runtime, "Name three birds.")
-    assert len(one) == len(two) < 64  # one narrow chunk each, of one size: one llama_decode
-    assert [f.is_exact for _, f in together(runtime, [one, two])] == [False, False]
+    assert len(one) == len(two) < 64  # one narrow chunk each, of one size
+    alone = [together(runtime, [p])[0][0] for p in (one, two)]
+    side_by_side = together(runtime, [one, two])
+    # NOTE: their answers then step together, exact where the probe found it so (this
+    # machine did: the test below)
+    exact = runtime.engine.paths.neighbours >= 2
+    assert [f.is_exact for _, f in side_by_side] == [exact, exact]
+    if exact:
+        assert [text for text, _ in side_by_side] == alone
 
 
 def test_an_answer_that_says_it_is_exact_beside_another_is_its_lone_answer(
