@@ -192,6 +192,33 @@ def test_a_later_turn_goes_on_from_its_history_computed_ahead_and_answers_as_col
     later_turn_equals_cold(client, ())
 
 
+def test_a_new_conversation_behind_a_system_prompt_goes_on_from_its_end_as_a_cold_one(
+    client: OpenAI,
+) -> None:
+    """A second conversation behind a system prompt another one's first turn computed goes on
+    from the system prompt's end and computes only its question and generation prompt (an
+    answer's start, cut a few tokens past that end, made it go back a tiled chunk: 64 tokens
+    more), and its first tokens' logprobs are a fresh server's, bit for bit."""
+    system = {"role": "system", "content": "You answer questions about rivers. " * 12}
+    questions = ("Which river flows through Paris?", "Which river flows through Rome?")
+    asked = [[system, {"role": "user", "content": q}] for q in questions]
+    ask(client, asked[0], max_tokens=16, extra_body=BUDGET)
+    warm = ask(client, asked[1], max_tokens=16, logprobs=True, extra_body=BUDGET)
+    computed = warm.usage.prompt_tokens - warm.usage.prompt_tokens_details.cached_tokens
+    assert computed < 32, computed
+    fresh = small_server(
+        "--chat-template-file", str(TEMPLATES / "chatml-think-open.jinja"), context_length=1024
+    )
+    try:
+        c = OpenAI(base_url=f"{fresh.url}/v1", api_key="unused", max_retries=0)
+        cold = ask(c, asked[1], max_tokens=16, logprobs=True, extra_body=BUDGET)
+    finally:
+        fresh.stop()
+    assert cold.usage.prompt_tokens_details.cached_tokens == 0
+    logprobs = [[t.logprob for t in r.choices[0].logprobs.content] for r in (warm, cold)]
+    assert logprobs[0] == logprobs[1]
+
+
 def history_computed_after(server: ServerProcess, client: OpenAI, messages: list[dict]):
     """A turn's answer, and the history tokens then computed ahead of the next turn."""
     name = "reame_history_ahead_tokens_total"
