@@ -79,10 +79,10 @@ class Engine:
         self._in_flight_lock = threading.Lock()
         self._on_state = on_state
         self._spec = speculation
-        self.scheduler = Scheduler(
-            context, context_length, takes_snapshots, speculation, max_wait_seconds
-        )
         self.paths = ExactPaths()  # what computes as a lone sequence's steps (probed at start)
+        self.scheduler = Scheduler(
+            context, context_length, takes_snapshots, speculation, max_wait_seconds, self.paths
+        )
         self._probed: SpecController | None = None  # whose drafts the probe bounds, on start
         if speculation is not None:
             speculation.controller.uses_checkpoints = not context.can_cut
@@ -240,7 +240,7 @@ class Engine:
                 probe_paths(self.context, self._probed, self.paths)
             if (self._keeps_prompts or self._probes) and self.context.can_cut:
                 granule = row_granule(self.context)
-                self.paths.granule = self.scheduler.reuse.granule = granule
+                self.paths.granule = granule
                 log.info("row groups measured", granule=granule)
         except BaseException as exc:
             self._die(f"the engine's start-up probe failed: {type(exc).__name__}: {exc}")

@@ -42,6 +42,7 @@ import numpy as np
 from reame import metrics
 from reame.cache.snapshot_policy import MIN_RESIDENT
 from reame.engine.exact_reuse import Computed, reuse_length
+from reame.engine.exact_steps import ExactPaths
 from reame.engine.sequence import Sequence
 from reame.saved_state import SavedState, common_length
 
@@ -117,17 +118,22 @@ class Match:
 
 
 class ReuseIndex:
-    def __init__(self, can_cut: bool, budget: int) -> None:
+    def __init__(self, can_cut: bool, budget: int, paths: ExactPaths | None = None) -> None:
         """`can_cut`: the memory can be cut back to any position; `budget`: a step's tokens at
-        most (where a cold request's chunks end)."""
+        most (where a cold request's chunks end); `paths`: the runner's, whose granule (the
+        rows a chunk's weights take in groups) the engine measures at start."""
         self._can_cut = can_cut
         self._budget = budget
-        # NOTE: the rows of a chunk the weights take in groups (engine/exact_run.py
-        # row_granule), measured by the engine at start; 1 (no groups) until then
-        self.granule = 1
+        self._paths = paths if paths is not None else ExactPaths()
         self._resident: dict[int, Resident] = {}  # least recently inserted first
         self._locks: Counter[int] = Counter()
         self._finals: OrderedDict[str, SavedState] = OrderedDict()  # by session, oldest first
+
+    @property
+    def granule(self) -> int:
+        """The rows a chunk's weights take in groups (engine/exact_run.py row_granule): 1 until
+        the engine has measured them."""
+        return self._paths.granule
 
     def match(self, seq: Sequence, warming: Iterable[Sequence] = ()) -> Match | None:
         """The longest reusable start of `seq`'s prompt over every tier, None if nothing is

@@ -63,15 +63,15 @@ class Runner:
                     self._controller.record_checkpoint(seconds)
         calls = [alone for call in plan.calls() for alone in self._as_alone(call)]
         started = time.perf_counter()
-        for call in calls:
-            if not call_is_exact(call.parts, self.paths):
+        for call, is_exact in calls:
+            if not is_exact:
                 for part in call.parts:
                     part.seq.computed_otherwise()
             self.context.decode(*call.batch())
-            if call is not calls[-1]:  # NOTE: the next decode overwrites the logits
+            if call is not calls[-1][0]:  # NOTE: the next decode overwrites the logits
                 out.logits = _kept(out.logits, self.context, call, copy=True)
         if len(calls) > 1:
-            out.logits = _kept(out.logits, self.context, calls[-1], copy=False)
+            out.logits = _kept(out.logits, self.context, calls[-1][0], copy=False)
         seconds = time.perf_counter() - started
         metrics.STEP_SECONDS.observe(seconds)
         metrics.STEP_SEQUENCES.observe(len(plan.parts))
@@ -81,16 +81,16 @@ class Runner:
             self._controller.record_step(plan.num_tokens, seconds)
         return out
 
-    def _as_alone(self, call: StepPlan) -> list[StepPlan]:
+    def _as_alone(self, call: StepPlan) -> list[tuple[StepPlan, bool]]:
         """`call`, or one call per part where it holds a prompt chunk that would be computed
         otherwise than alone: a later request reuses a prompt's KV as its chunks computed it
         alone (exact_reuse; a chunk of 70 rows after another's 70 has its rows grouped from
-        row 2 of a group of 4, where alone they are grouped from its first)."""
-        if call_is_exact(call.parts, self.paths) or not any(
-            p.num_prompt_tokens for p in call.parts
-        ):
-            return [call]
-        return [StepPlan((part,)) for part in call.parts]
+        row 2 of a group of 4, where alone they are grouped from its first). Each with whether
+        it computes as its sequences would alone (call_is_exact)."""
+        is_exact = call_is_exact(call.parts, self.paths)
+        if is_exact or not any(p.num_prompt_tokens for p in call.parts):
+            return [(call, is_exact)]
+        return [(StepPlan((p,)), call_is_exact((p,), self.paths)) for p in call.parts]
 
 
 def _kept(earlier: Logits, context: KVContext, call: StepPlan, copy: bool) -> Logits:

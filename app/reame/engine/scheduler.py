@@ -11,6 +11,7 @@ import numpy as np
 
 from reame import metrics
 from reame.engine.drafting import add_drafts
+from reame.engine.exact_steps import ExactPaths
 from reame.engine.fair_admission import RecentOwners, next_admitted, yielding_owners
 from reame.engine.kv_context import KVContext
 from reame.engine.kv_moves import KVMoves
@@ -56,11 +57,13 @@ class Scheduler:
         keeps_prompts: bool,
         speculation: Speculation | None = None,
         max_wait_seconds: float = 0.0,
+        paths: ExactPaths | None = None,
     ) -> None:
         self.context_length = context_length
         self.budget = context.shape.batch_size
         self.num_sequences = context.shape.num_sequences
-        self.reuse = ReuseIndex(context.can_cut, self.budget)  # the one place reuse is decided
+        # the one place reuse is decided
+        self.reuse = ReuseIndex(context.can_cut, self.budget, paths)
         # what placing, freeing and the update do to the KV, queued for the runner
         self.moves = KVMoves(context)
         self.slots = Slots(self.moves, keeps_prompts, self.reuse)
