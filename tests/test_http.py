@@ -190,6 +190,9 @@ def test_a_missing_or_wrong_key_is_a_401(server: ServerProcess) -> None:
     [
         ({"model": MODEL, "messages": COLORS, "temperature": 3}, 400, "temperature"),
         ({"model": MODEL, "messages": COLORS, "max_tokens": "many"}, 400, "max_tokens"),
+        # NOTE: JSON's true is no integer or number (pydantic took it as 1)
+        ({"model": MODEL, "messages": COLORS, "max_tokens": True}, 400, "max_tokens"),
+        ({"model": MODEL, "messages": COLORS, "temperature": True}, 400, "temperature"),
         ({"model": MODEL, "messages": COLORS, "top_p": 0}, 400, "top_p"),
         ({"model": MODEL, "messages": COLORS, "frobnicate": 1}, 400, "Unrecognized"),
         ({"model": MODEL, "messages": []}, 400, "messages"),

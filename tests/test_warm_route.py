@@ -97,6 +97,7 @@ def test_a_warmed_prompt_serves_completions_that_go_on_from_it(warmed: ServerPro
         ({"prompt": "a", "max_tokens": 3}, 400, "max_tokens"),
         ({"messages": []}, 400, "messages"),
         ({"prompt": [-1]}, 400, "prompt.0"),
+        ({"prompt": [True, False]}, 400, "prompt.0"),  # found by the fuzzer: taken as 1, 0
         ({"prompt": "a", "model": "gpt-4o"}, 404, "model"),
         ({"messages": [{"role": "wizard", "content": "a"}]}, 400, "messages.0.role"),
     ],

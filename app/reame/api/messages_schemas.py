@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from reame.api.schemas import Name, StopString
 
@@ -138,7 +138,7 @@ class ToolChoice(BaseModel):
 class ThinkingEnabled(BaseModel):
     model_config = STRICT
     type: Literal["enabled"]
-    budget_tokens: int = Field(ge=0)
+    budget_tokens: StrictInt = Field(ge=0)
     display: Literal["summarized", "omitted"] | None = None
 
 
@@ -186,14 +186,14 @@ class CountTokensRequest(_Input):
 
 
 class MessagesRequest(_Input):
-    max_tokens: int = Field(ge=0)  # 0: the prompt computed and kept, nothing written
+    max_tokens: StrictInt = Field(ge=0)  # 0: the prompt computed and kept, nothing written
     stop_sequences: Annotated[list[StopString], Field(max_length=MAX_STOP_SEQUENCES)] | None = None
     stream: StrictBool = False
     metadata: Ignored | None = None
     # NOTE: the current specification no longer lists these three; earlier clients send them
-    temperature: float | None = Field(None, ge=0.0, le=1.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
-    top_k: int | None = Field(None, ge=0)
+    temperature: StrictFloat | None = Field(None, ge=0.0, le=1.0)
+    top_p: StrictFloat | None = Field(None, gt=0.0, le=1.0)
+    top_k: StrictInt | None = Field(None, ge=0)
     service_tier: Literal["auto", "standard_only"] | None = None
     container: Ignored | None = None
     diagnostics: Ignored | None = None

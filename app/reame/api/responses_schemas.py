@@ -25,6 +25,8 @@ from pydantic import (
     Discriminator,
     Field,
     StrictBool,
+    StrictFloat,
+    StrictInt,
     StrictStr,
     Tag,
 )
@@ -216,15 +218,15 @@ class ResponsesRequest(BaseModel):
     parallel_tool_calls: StrictBool | None = None
     text: ResponsesTextConfig | None = None
     reasoning: ReasoningConfig | None = None
-    max_output_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    max_output_tokens: StrictInt | None = Field(None, ge=1)
+    temperature: StrictFloat | None = Field(None, ge=0.0, le=2.0)
+    top_p: StrictFloat | None = Field(None, gt=0.0, le=1.0)
     store: StrictBool | None = None
     previous_response_id: ResponseId | None = None
     stream: StrictBool | None = None
     # Reame's own knobs, as on chats
-    top_k: int | None = Field(None, ge=0)
-    seed: int | None = Field(None, ge=0, lt=2**63)
+    top_k: StrictInt | None = Field(None, ge=0)
+    seed: StrictInt | None = Field(None, ge=0, lt=2**63)
     # accepted and ignored (the module's docstring says why)
     include: Ignored | None = None
     metadata: dict[str, str] | None = None
@@ -235,8 +237,8 @@ class ResponsesRequest(BaseModel):
     prompt_cache_key: StrictStr | None = None
     prompt_cache_retention: StrictStr | None = None
     prompt_cache_options: Ignored | None = None
-    max_tool_calls: int | None = Field(None, ge=1)
-    top_logprobs: int | None = Field(None, ge=0, le=20)
+    max_tool_calls: StrictInt | None = Field(None, ge=1)
+    top_logprobs: StrictInt | None = Field(None, ge=0, le=20)
     stream_options: Ignored | None = None
     background: Literal[False] | None = None
     context_management: Ignored | None = None

@@ -26,7 +26,9 @@ from pydantic import (
 StopString = Annotated[str, Field(min_length=1, max_length=256)]
 MAX_STOP_STRINGS = 4  # as OpenAI
 TokenId = Annotated[str, Field(pattern=r"^[0-9]{1,10}$")]  # [0-9]: isdigit() takes "²"
-Bias = Annotated[float, Field(ge=-100.0, le=100.0)]
+# NOTE: strict: `true` is no token id (pydantic would take it as 1)
+TokenIdValue = Annotated[StrictInt, Field(ge=0)]
+Bias = Annotated[StrictFloat, Field(ge=-100.0, le=100.0)]
 LogitBias = Annotated[
     dict[TokenId, Bias],
     Field(max_length=300, json_schema_extra={"additionalProperties": False}),  # as OpenAI
@@ -164,28 +166,28 @@ class _Common(BaseModel):
     model_config = STRICT
 
     model: str = Field(min_length=1)
-    max_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
-    seed: int | None = Field(None, ge=0, lt=2**63)
+    max_tokens: StrictInt | None = Field(None, ge=1)
+    temperature: StrictFloat | None = Field(None, ge=0.0, le=2.0)
+    top_p: StrictFloat | None = Field(None, gt=0.0, le=1.0)
+    seed: StrictInt | None = Field(None, ge=0, lt=2**63)
     stop: StopString | Annotated[list[StopString], Field(max_length=MAX_STOP_STRINGS)] | None = None
-    n: int = Field(1, ge=1)
-    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    n: StrictInt = Field(1, ge=1)
+    presence_penalty: StrictFloat | None = Field(None, ge=-2.0, le=2.0)
+    frequency_penalty: StrictFloat | None = Field(None, ge=-2.0, le=2.0)
     logit_bias: LogitBias | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
     metadata: dict[str, str] | None = None
     # Reame's extras
-    top_k: int | None = Field(None, ge=0)
-    min_p: float | None = Field(None, ge=0.0, le=1.0)
-    repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
+    top_k: StrictInt | None = Field(None, ge=0)
+    min_p: StrictFloat | None = Field(None, ge=0.0, le=1.0)
+    repetition_penalty: StrictFloat | None = Field(None, gt=0.0, le=10.0)
     ignore_eos: bool = False
     speculation: Literal["auto", "on", "off"] | None = None
     answer_memory: bool = True  # false: computed again (a benchmark's), neither looked up nor kept
     session_id: str | None = Field(None, min_length=1, max_length=128)
-    best_of: int | None = Field(None, ge=1)
+    best_of: StrictInt | None = Field(None, ge=1)
     vote_on: str | None = Field(None, min_length=1, max_length=64)
     vote_early_stop: bool = True
     response_format: ResponseFormat | None = None
@@ -221,15 +223,15 @@ class _Common(BaseModel):
 
 class ChatRequest(_Common):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: StrictInt | None = Field(None, ge=1)
     logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0, le=20)
+    top_logprobs: StrictInt | None = Field(None, ge=0, le=20)
     tools: Annotated[list[Tool], Field(max_length=128)] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
     # thinking models (docs/models.md): how long to think, and the template's own variables
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
-    reasoning_budget: int | None = Field(None, ge=0)
+    reasoning_budget: StrictInt | None = Field(None, ge=0)
     chat_template_kwargs: (
         Annotated[dict[Annotated[str, Field(max_length=64)], PlainValue], Field(max_length=32)]
         | None
@@ -260,10 +262,10 @@ class CompletionRequest(_Common):
     prompt: (
         str
         | Annotated[list[str], Field(min_length=1)]
-        | Annotated[list[int], Field(min_length=1)]
-        | Annotated[list[Annotated[list[int], Field(min_length=1)]], Field(min_length=1)]
+        | Annotated[list[TokenIdValue], Field(min_length=1)]
+        | Annotated[list[Annotated[list[TokenIdValue], Field(min_length=1)]], Field(min_length=1)]
     )
-    logprobs: int | None = Field(None, ge=0, le=5)
+    logprobs: StrictInt | None = Field(None, ge=0, le=5)
     echo: Literal[False] = False
 
     def prompts(self) -> list[str | list[int]]:

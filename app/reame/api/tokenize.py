@@ -4,16 +4,15 @@ tokenizer."""
 
 from __future__ import annotations
 
-from typing import Annotated, Protocol
+from typing import Protocol
 
-from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, StrictBool, StrictStr
 
 from reame.api.errors import ApiError
-from reame.api.schemas import STRICT
+from reame.api.schemas import STRICT, TokenIdValue
 
 # NOTE: what a body may name, as llama-server's tokenize_mixed takes it: text, or a list of
 # texts and token ids; the body cap (max_body_bytes) bounds the work
-TokenIdValue = Annotated[StrictInt, Field(ge=0)]
 MixedPart = StrictStr | TokenIdValue
 
 

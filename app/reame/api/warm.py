@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, StrictStr, model_validator
 
 from reame.api.chat_turn import ThinkingDefaults, template_messages
 from reame.api.errors import ApiError
-from reame.api.schemas import STRICT, ChatMessage, ChatRequest, PlainValue, Tool
+from reame.api.schemas import STRICT, ChatMessage, ChatRequest, PlainValue, TokenIdValue, Tool
 from reame.api.served import Served
 from reame.api.tool_use import ToolUse
 from reame.engine.request import FinishEvent
@@ -37,9 +37,7 @@ class WarmRequest(BaseModel):
     model_config = STRICT
     model: str | None = Field(None, min_length=1)
     messages: Annotated[list[ChatMessage], Field(min_length=1)] | None = None
-    prompt: StrictStr | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | None = (
-        None
-    )
+    prompt: StrictStr | Annotated[list[TokenIdValue], Field(min_length=1)] | None = None
     tools: Annotated[list[Tool], Field(max_length=128)] | None = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
     chat_template_kwargs: (
