@@ -24,6 +24,7 @@ from reame.cache.snapshot_format import (
     encode,
     read_header,
 )
+from reame.engine.exact_reuse import TILED_QUERIES
 from reame.saved_state import SavedState
 
 FINGERPRINT = "0123456789abcdef01234567"
@@ -370,6 +371,36 @@ def test_points_are_past_the_restored_base(cache: PrefixCache) -> None:
     # stride points: min_tokens past it (1024 is not, 1536 and 2048 are)
     assert cache.policy.points(2100, [1500], base=1000) == (1500, 1536, 2048, 2100)
     assert cache.policy.points(1200, [], base=1000) == (1200,)
+
+
+def test_answers_starts_are_points_whatever_their_spacing_from_the_others(
+    cache: PrefixCache,
+) -> None:
+    # the system prompt ends at 784, answers start at 801 and 892: within a block of a mark
+    assert cache.policy.points(900, [784], must=(801, 892)) == (512, 784, 801, 892, 900)
+    assert cache.policy.points(900, [784], base=850, must=(801, 892)) == (892, 900)
+
+
+def test_an_answers_start_less_than_the_spacing_past_the_point_before_is_no_point(
+    cache: PrefixCache,
+) -> None:
+    # 801 is 17 past the system prompt's end, 892 is 70 past the last earlier turn's end (822)
+    spaced = cache.policy.points(1000, [784, 822], must=(801, 892), spacing=TILED_QUERIES)
+    assert spaced == (512, 784, 822, 892, 1000)
+    assert cache.policy.points(900, [784, 822], must=(882,), spacing=TILED_QUERIES) == (
+        512,
+        784,
+        822,
+        900,
+    )
+    assert cache.policy.points(120, [], must=(40,), spacing=TILED_QUERIES) == (120,)
+    # a start that is also a mark stays a point
+    assert cache.policy.points(900, [784, 801], must=(801,), spacing=TILED_QUERIES) == (
+        512,
+        784,
+        801,
+        900,
+    )
 
 
 @settings(max_examples=300, deadline=None)

@@ -20,7 +20,6 @@ from reame.engine.exact_reuse import (
     cuts_past,
     exact_reuse,
     path_of,
-    spaced_starts,
 )
 from reame.runtime import Runtime
 from reame_bench.workloads import filler_text
@@ -375,12 +374,3 @@ def test_with_repacked_weights_answers_after_reuse_equal_a_cold_requests(gemma_p
             warm[q] = answer(runtime, q, SYSTEM)
     assert {q: warm[q][0] for q in QUESTIONS} == cold
     assert sum(cached for _, cached in warm.values()) > 0  # it did reuse
-
-
-def test_an_answers_start_less_than_a_tiled_chunk_past_the_cut_before_is_no_cut() -> None:
-    # the system prompt ends at 784, the answer starts at 801: no cut there; one that starts
-    # 70 tokens past the last earlier turn's end (a long message) stays a cut
-    cuts = (512, 784, 801, 822, 892)
-    assert spaced_starts(cuts, (801, 892)) == (512, 784, 822, 892)
-    assert spaced_starts((512, 784, 822, 882), (882,)) == (512, 784, 822)
-    assert spaced_starts((40, 120), (40,)) == (120,)

@@ -5,7 +5,7 @@ so the next turn's prompt leaves the state kept after the thought: the whole ans
 computed again (about 12 s of time to first token for a 300-token answer on a 7B on 2 cores).
 Every turn of such a conversation cuts its chunks where its answer starts (and where the last
 answer started), as a cold request of the next turn cuts them too, unless that is less than a
-tiled chunk past the cut before (exact_reuse.spaced_starts: a new message is one chunk); once
+tiled chunk past the cut before (SnapshotPolicy.points: a new message is one chunk); once
 an answer is whole, the answer as the history renders it, the end of the turn and the next user
 header are computed in idle time from the state at the last cut before it (a resident sequence
 cut back there, or a snapshot where the memory cannot be cut), and the state after them is kept

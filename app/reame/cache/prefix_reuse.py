@@ -17,7 +17,7 @@ import structlog
 
 from reame.cache.prefix_cache import PrefixCache
 from reame.cache.snapshot_policy import MIN_NEW_FOR_FINAL, SnapshotPolicy
-from reame.engine.exact_reuse import spaced_starts
+from reame.engine.exact_reuse import TILED_QUERIES
 from reame.engine.outbox import Kept
 from reame.engine.request import FinishEvent
 from reame.saved_state import Stored
@@ -145,9 +145,9 @@ class PrefixReuse:
         # needs); a recurrent state cannot be cut back to that, so it is saved there
         end = len(tokens) if self._can_cut else len(tokens) - 1
         if cache is not None:
-            cold = cache.policy.points(end, list(marks), must=must)
-            if self._can_cut:  # NOTE: a recurrent state is read back at an answer's start
-                cold = spaced_starts(cold, tuple(set(must) - set(marks)))
+            # NOTE: a recurrent state is read back at an answer's start however close
+            spacing = TILED_QUERIES if self._can_cut else 0
+            cold = cache.policy.points(end, list(marks), must=must, spacing=spacing)
         stored = self.prefetch(tokens, scope, session)
         if cache is not None and take_snapshots:
             base = self.shared(stored, tokens)

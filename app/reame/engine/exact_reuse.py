@@ -124,21 +124,6 @@ def cuts_past(cuts: Sequence[int], reuse: int, num_prompt: int) -> list[int]:
     return [c for c in cuts if c >= reuse + TILED_QUERIES or c == num_prompt]
 
 
-def spaced_starts(cuts: Sequence[int], starts: Sequence[int]) -> tuple[int, ...]:
-    """`cuts` (a prompt's chunk ends, sorted) without the `starts` (answers' starts) less than a
-    tiled chunk past the cut kept before them. A turn's new message comes between the end of
-    the turn before and its answer's start: cut there, every turn would take a step more, and a
-    turn that went on from the turn before dropped the cut (cuts_past), so it computed its
-    message otherwise than a cold request and every history computed from it did too (a later
-    turn's logits differed from a cold request's in 5 of 8, measured). Without the cut, the
-    history is computed from the cut before it (the new message again, in idle time)."""
-    kept: list[int] = []
-    for cut in sorted(cuts):
-        if cut not in starts or cut - (kept[-1] if kept else 0) >= TILED_QUERIES:
-            kept.append(cut)
-    return tuple(kept)
-
-
 def left_over(chunk: tuple[int, int], granule: int) -> int:
     """Where the rows of `chunk` left over after its whole groups of `granule` start."""
     a, b = chunk
