@@ -207,6 +207,31 @@ def test_bad_requests_get_openai_shaped_errors(server: ServerProcess, body, stat
     assert_openai_error(raw(server, "POST", "/v1/chat/completions", json=body), status, needle)
 
 
+# NOTE: a flag takes JSON's true or false only (pydantic took 1, "true" and "yes" as true)
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ({"stream": "true"}, "stream"),
+        ({"logprobs": 1}, "logprobs"),
+        ({"ignore_eos": 0}, "ignore_eos"),
+        ({"answer_memory": "false"}, "answer_memory"),
+        ({"vote_early_stop": "yes"}, "vote_early_stop"),
+        ({"parallel_tool_calls": 1}, "parallel_tool_calls"),
+        ({"continue_final_message": 0}, "continue_final_message"),
+        ({"stream": True, "stream_options": {"include_usage": 1}}, "include_usage"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "strict": 1}}},
+            "strict",
+        ),
+    ],
+)
+def test_a_flag_given_as_a_number_or_a_string_is_a_400(
+    server: ServerProcess, extra: dict, needle: str
+) -> None:
+    body = {"model": MODEL, "messages": COLORS, "max_tokens": 2, **extra}
+    assert_openai_error(raw(server, "POST", "/v1/chat/completions", json=body), 400, needle)
+
+
 def test_malformed_json_is_a_400(server: ServerProcess) -> None:
     r = raw(
         server,

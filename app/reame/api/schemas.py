@@ -62,7 +62,7 @@ class FunctionDefinition(BaseModel):
     name: Name
     description: str | None = None
     parameters: dict[str, Any] | None = None
-    strict: bool | None = None
+    strict: StrictBool | None = None
 
 
 class Tool(BaseModel):
@@ -87,7 +87,7 @@ class JsonSchemaFormat(BaseModel):
     name: Name
     description: str | None = None
     schema_: dict[str, Any] = Field(default_factory=dict, alias="schema")
-    strict: bool | None = None
+    strict: StrictBool | None = None
 
 
 class TextFormat(BaseModel):
@@ -159,7 +159,7 @@ class ChatMessage(BaseModel):
 
 class StreamOptions(BaseModel):
     model_config = STRICT
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 class _Common(BaseModel):
@@ -175,7 +175,7 @@ class _Common(BaseModel):
     presence_penalty: StrictFloat | None = Field(None, ge=-2.0, le=2.0)
     frequency_penalty: StrictFloat | None = Field(None, ge=-2.0, le=2.0)
     logit_bias: LogitBias | None = None
-    stream: bool = False
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
     metadata: dict[str, str] | None = None
@@ -183,13 +183,14 @@ class _Common(BaseModel):
     top_k: StrictInt | None = Field(None, ge=0)
     min_p: StrictFloat | None = Field(None, ge=0.0, le=1.0)
     repetition_penalty: StrictFloat | None = Field(None, gt=0.0, le=10.0)
-    ignore_eos: bool = False
+    ignore_eos: StrictBool = False
     speculation: Literal["auto", "on", "off"] | None = None
-    answer_memory: bool = True  # false: computed again (a benchmark's), neither looked up nor kept
+    # false: computed again (a benchmark's), neither looked up nor kept
+    answer_memory: StrictBool = True
     session_id: str | None = Field(None, min_length=1, max_length=128)
     best_of: StrictInt | None = Field(None, ge=1)
     vote_on: str | None = Field(None, min_length=1, max_length=64)
-    vote_early_stop: bool = True
+    vote_early_stop: StrictBool = True
     response_format: ResponseFormat | None = None
     grammar: GrammarText | GrammarRule | None = None
 
@@ -224,11 +225,11 @@ class _Common(BaseModel):
 class ChatRequest(_Common):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: StrictInt | None = Field(None, ge=1)
-    logprobs: bool = False
+    logprobs: StrictBool = False
     top_logprobs: StrictInt | None = Field(None, ge=0, le=20)
     tools: Annotated[list[Tool], Field(max_length=128)] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
-    parallel_tool_calls: bool = True
+    parallel_tool_calls: StrictBool = True
     # thinking models (docs/models.md): how long to think, and the template's own variables
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
     reasoning_budget: StrictInt | None = Field(None, ge=0)
@@ -237,7 +238,7 @@ class ChatRequest(_Common):
         | None
     ) = None
     # the last message, the assistant's, is the start of the answer, which goes on from it
-    continue_final_message: bool = False
+    continue_final_message: StrictBool = False
 
     @model_validator(mode="after")
     def _continues_an_answer(self) -> ChatRequest:
