@@ -642,8 +642,8 @@ def test_a_queued_state_a_longer_one_holds_at_a_chunk_end_is_not_written_it_serv
         cache.close()
     with cache_on(tmp_path) as again:
         other = tokens[:100] + prompt(4, 50)
-        hit = again.longer(other, "", 0)
-        assert hit is not None and hit.source == "disk" and hit.state.tokens == tuple(tokens)
+        [hit] = again.longer(other, "", 0)
+        assert hit.source == "disk" and hit.state.tokens == tuple(tokens)
 
 
 def test_under_steady_load_a_state_is_written_once_it_waited_its_delay_not_one_delay_a_state(

@@ -109,14 +109,14 @@ def test_a_state_that_parts_from_the_prompt_is_found_in_ram_and_then_on_disk(
     cache.flush()
     prompt = [*SYSTEM, *PASSAGE["a"], 1, 2, 3]
     assert cache.lookup(prompt) is None  # no stored state is a whole prefix of it
-    hit = cache.longer(prompt, "", floor=0)
-    assert hit is not None and (hit.source, hit.is_partial) == ("ram", True)
+    [hit] = cache.longer(prompt, "", floor=0)
+    assert (hit.source, hit.is_partial) == ("ram", True)
     assert hit.state.common_length(prompt) == len(SYSTEM) + len(PASSAGE["a"])
     cache.ram.clear()
-    hit = cache.longer(prompt, "", floor=0)
-    assert hit is not None and hit.source == "disk" and hit.state.tokens == tuple(asked)
-    assert cache.longer(prompt, "", floor=len(SYSTEM) + len(PASSAGE["a"])) is None
-    assert cache.longer(prompt, "someone", floor=0) is None
+    [hit] = cache.longer(prompt, "", floor=0)
+    assert hit.source == "disk" and hit.state.tokens == tuple(asked)
+    assert cache.longer(prompt, "", floor=len(SYSTEM) + len(PASSAGE["a"])) == []
+    assert cache.longer(prompt, "someone", floor=0) == []
 
 
 def test_a_state_gone_from_both_tiers_is_dropped_from_the_index(
@@ -128,7 +128,7 @@ def test_a_state_gone_from_both_tiers_is_dropped_from_the_index(
     for path in [p for p in tmp_path.rglob("*") if parse_name(p.name)]:
         path.unlink()
     prompt = [*SYSTEM, *PASSAGE["a"], 1, 2, 3]
-    assert cache.longer(prompt, "", floor=0) is None and len(cache.index) == 0
+    assert cache.longer(prompt, "", floor=0) == [] and len(cache.index) == 0
 
 
 def test_a_state_read_back_from_disk_at_start_is_found_by_its_longest_common_prefix(
@@ -144,8 +144,8 @@ def test_a_state_read_back_from_disk_at_start_is_found_by_its_longest_common_pre
         length, key = parse_name(path.name)  # type: ignore[misc]
         assert second.preload(path.parent.name, length, key)
         prompt = [*SYSTEM, *PASSAGE["a"], 1, 2, 3]
-        hit = second.longer(prompt, "", floor=0)
-        assert hit is not None and hit.state.chunk_ends == (100, 400)
+        [hit] = second.longer(prompt, "", floor=0)
+        assert hit.state.chunk_ends == (100, 400)
         assert hit.state.chunks == ((0, 100), (100, 400))
     finally:
         second.close()
@@ -203,13 +203,17 @@ def test_states_in_ram_that_share_fewer_tokens_are_offered_too(tmp_path: Path) -
         for tokens in (first, second):
             cache.offer(computed(tokens))
         prompt = [*SYSTEM, *PASSAGE["a"][:50], 3, 3, 3, *PASSAGE["b"][:50]]
-        assert cache.longer(prompt, "", 0).state.tokens == tuple(second)  # type: ignore[union-attr]
+        [hit] = cache.longer(prompt, "", 0)
+        assert hit.state.tokens == tuple(second)
         stored = reuse.prefetch(prompt, "", None)
         assert [s.state.tokens for s in stored] == [tuple(second), tuple(first)]
         assert all(s.tier == "ram" for s in stored)
-        assert cache.also_longer(prompt, "", 140, None) == [
-            h for h in cache.also_longer(prompt, "", 0, None) if h.state.tokens == tuple(second)
-        ]  # none that shares `floor` or fewer
+        assert [h.state.tokens for h in cache.longer(prompt, "", 0, more=2)] == [
+            tuple(second),
+            tuple(first),
+        ]
+        # none that shares `floor` or fewer
+        assert [h.state.tokens for h in cache.longer(prompt, "", 140, more=2)] == [tuple(second)]
         # memory that cannot be cut is offered none of them
         uncut = PrefixReuse(cache, SessionStore(8, 1 << 20, 3600), can_cut=False)
         assert uncut.prefetch(prompt, "", None) == ()

@@ -45,8 +45,8 @@ def test_a_longer_state_lets_go_of_its_prefixes_in_ram_at_its_chunk_ends(tmp_pat
         c.offer(state(PROMPT, (128, 256, 400)))
         assert {len(s.tokens) for s in c.ram._items.values()} == {200, 400}
         # what was let go is served by the longer state, cut back where it ended a chunk
-        hit = c.longer(PROMPT[:210] + [9999] * 50, "", 0)
-        assert hit is not None and len(hit.state.tokens) == 400 and 128 in hit.state.known_ends
+        [hit] = c.longer(PROMPT[:210] + [9999] * 50, "", 0)
+        assert len(hit.state.tokens) == 400 and 128 in hit.state.known_ends
     finally:
         c.close()
 
@@ -71,8 +71,8 @@ def test_a_file_a_ram_state_covers_is_not_read(tmp_path: Path) -> None:
         before = disk_reads()
         assert c.lookup(PROMPT[:128] + [9999] * 50) is None  # the RAM state serves it
         assert disk_reads() == before
-        hit = c.longer(PROMPT[:128] + [9999] * 50, "", 0)
-        assert hit is not None and hit.source == "ram"
+        [hit] = c.longer(PROMPT[:128] + [9999] * 50, "", 0)
+        assert hit.source == "ram"
     finally:
         c.close()
 
@@ -113,8 +113,8 @@ def test_after_a_restart_a_disk_state_serves_a_prompt_that_shares_some_of_it(
     try:
         prompt = PROMPT[:300] + [9999] * 20
         assert again.lookup(prompt) is None
-        hit = again.longer(prompt, "", 0)
-        assert hit is not None and hit.source == "disk" and hit.state.common_length(prompt) == 300
+        [hit] = again.longer(prompt, "", 0)
+        assert hit.source == "disk" and hit.state.common_length(prompt) == 300
         assert hit.state.known_ends == (128, 256, 400)
     finally:
         again.close()
@@ -131,6 +131,6 @@ def test_a_file_whose_head_was_damaged_is_not_filed(tmp_path: Path) -> None:
     again = cache(tmp_path)
     try:
         assert len(again.index) == 0
-        assert again.longer(PROMPT[:300] + [9999] * 20, "", 0) is None
+        assert again.longer(PROMPT[:300] + [9999] * 20, "", 0) == []
     finally:
         again.close()

@@ -18,7 +18,7 @@ from reame.cache.disk_index import index_disk
 from reame.cache.disk_tier import DiskTier
 from reame.cache.fingerprint import Fingerprint
 from reame.cache.keys import group_chain, group_of, prefix_key
-from reame.cache.prefix_index import PrefixIndex
+from reame.cache.prefix_index import PrefixIndex, Shared
 from reame.cache.ram_tier import RamTier
 from reame.cache.shared_fetch import Fetched, SharedFetch
 from reame.cache.shared_store import SharedStore
@@ -106,41 +106,39 @@ class PrefixCache:
         metrics.PREFIX_LOOKUPS.labels(hit.source if hit else "miss").inc()
         return hit
 
-    def longer(self, tokens: list[int], scope: str, floor: int) -> Hit | None:
-        """A state that shares more than `floor` leading tokens with `tokens` and then goes on
-        otherwise, checked token by token: of RAM or this process's disk (cache/prefix_index.py),
-        else of the shared tier, if it shares more; None if none does."""
+    def longer(self, tokens: list[int], scope: str, floor: int, more: int = 0) -> list[Hit]:
+        """States that share more than `floor` leading tokens with `tokens` and then go on
+        otherwise, checked token by token, from one look at the index: first the one sharing
+        the most, of RAM or this process's disk (cache/prefix_index.py), else of the shared tier
+        if it shares more; then up to `more` others in RAM, sharing the most first. One that
+        shares fewer may serve more of them exactly: the engine takes the one it may go on from
+        the furthest (engine/reuse_index.py). The others are not read from disk: a read for a
+        state that may not be used is dear."""
         if len(tokens) < self.config.min_tokens:
-            return None
+            return []
         chain = group_chain(tokens, scope)
-        hit = self._find_partial(chain, tokens, floor)
+        ranked = [
+            s
+            for s in self.index.longest(chain, tokens)
+            if s.length > max(floor, self.config.min_tokens - 1)
+        ]
+        hit = self._find_partial(ranked, tokens)
         if self.shared is not None:
             local = hit.state.common_length(tokens) if hit is not None else floor
             hit = self._find_shared_partial(chain, tokens, scope, local) or hit
-        if hit is not None:
-            metrics.PREFIX_LOOKUPS.labels(f"{hit.source}_partial").inc()
-        return hit
-
-    def also_longer(
-        self, tokens: list[int], scope: str, floor: int, taken: Hit | None, limit: int = 2
-    ) -> list[Hit]:
-        """Other states in RAM that share more than `floor` leading tokens with `tokens` and
-        then go on otherwise, besides `taken` (longer's), at most `limit`, sharing the most
-        first. One that shares fewer may serve more of them exactly: the engine takes the one
-        it may go on from the furthest (engine/reuse_index.py). Not read from disk: a read for
-        a state that may not be used is dear."""
-        if len(tokens) < self.config.min_tokens:
+        if hit is None:
             return []
-        out: list[Hit] = []
-        for shared in self.index.longest(group_chain(tokens, scope), tokens):
-            if shared.length <= max(floor, self.config.min_tokens - 1) or len(out) == limit:
+        metrics.PREFIX_LOOKUPS.labels(f"{hit.source}_partial").inc()
+        found = [hit]
+        for shared in ranked:
+            if len(found) > more:
                 break
             state = self.ram.get(shared.entry.key)
-            if state is None or (taken is not None and state is taken.state):
+            if state is None or any(state is h.state for h in found):
                 continue
             if len(state.tokens) > shared.length == state.common_length(tokens):
-                out.append(Hit(state, "ram", is_partial=True))
-        return out
+                found.append(Hit(state, "ram", is_partial=True))
+        return found
 
     def count_tokens(self, reused: int, total: int) -> None:
         """What a request finally restored of its prompt (the engine may use less of a hit)."""
@@ -160,10 +158,8 @@ class PrefixCache:
             return local
         return self._find_shared(chain, tokens, max(lowest, group_of(floor)), floor) or local
 
-    def _find_partial(self, chain: list[str], tokens: list[int], floor: int) -> Hit | None:
-        for shared in self.index.longest(chain, tokens):
-            if shared.length <= max(floor, self.config.min_tokens - 1):
-                return None
+    def _find_partial(self, ranked: list[Shared], tokens: list[int]) -> Hit | None:
+        for shared in ranked:
             entry = shared.entry
             length = len(entry.tokens)
             if length <= shared.length:  # a whole prefix: _find's (it was not there)

@@ -70,7 +70,7 @@ class PrefixReuse:
         """The stored states a request of `tokens` may go on from, in memory: its session's,
         the longest stored prefix of `tokens`, and states that share more of them and then
         part (cut back when restored; not on memory that cannot be cut): the one sharing the
-        most, and up to two more in RAM (PrefixCache.also_longer). Checked token by
+        most, and up to two more in RAM (PrefixCache.longer). Checked token by
         token. Mutates recency only (a disk or shared hit is read into RAM); may read the
         disk: call it off the event loop."""
         found: list[Stored] = []
@@ -82,11 +82,11 @@ class PrefixReuse:
             started = time.perf_counter()
             whole = self.cache.lookup(tokens, scope)
             floor = len(whole.state.tokens) if whole is not None else 0
-            # NOTE: memory that cannot be cut goes on from a whole stored prefix only
-            longer = self.cache.longer(tokens, scope, floor) if self._can_cut else None
-            hits = [h for h in (whole, longer) if h is not None]
-            if self._can_cut:  # NOTE: the one sharing the most may not be the one used most
-                hits += self.cache.also_longer(tokens, scope, floor, longer)
+            hits = [whole] if whole is not None else []
+            # NOTE: memory that cannot be cut goes on from a whole stored prefix only; the one
+            # sharing the most may not be the one used most
+            if self._can_cut:
+                hits += self.cache.longer(tokens, scope, floor, more=2)
             found += [Stored(h.source, h.state) for h in hits]
             log.debug(
                 "prefix cache lookup",
