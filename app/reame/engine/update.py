@@ -207,10 +207,14 @@ class Update:
     def has_reads_due(self) -> bool:
         return bool(self._snapshots_due or self._finals_due)
 
-    def read_due(self) -> None:
+    def read_due(self, finals: bool = True) -> None:
         """Read the states noted in this step: snapshots, and the final states of answers with
-        nothing to warm (kept as warm-ahead keeps its own, their slots then freed)."""
+        nothing to warm (kept as warm-ahead keeps its own, their slots then freed). Not
+        `finals`: those wait, their sequences warming (a slot a request needs is yielded,
+        read first; one a request goes on from is taken over)."""
         self.take_snapshots()
+        if not finals:
+            return
         finals, self._finals_due = self._finals_due, []
         for seq in finals:
             if seq.state is SeqState.WARMING:  # NOTE: not taken over or yielded meanwhile
