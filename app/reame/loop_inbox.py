@@ -4,6 +4,7 @@ appends, the loop drains (HTTP streams read them from there)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from reame.engine.request import Event, FinishEvent
 
 MAX_UNREAD = 1024  # events of one call not yet taken by its reader
 HOLD_AT = 64  # unread events past which a request stops computing until its reader reads
+SEND_WAIT_SECONDS = 0.005  # how long the engine waits for the loop to send what goes out at once
 
 
 @dataclass(slots=True, frozen=True)
@@ -30,7 +32,8 @@ class LoopInbox:
     per token, or one while the engine still needs the GIL, costs the decode threads time on
     a 2-core machine). Tokens are gathered for `interval` seconds between wake-ups; a
     stream's first visible token (text or thought: a thinking model's first tokens are often
-    framing whitespace that shows nothing) and every finish go out at once. A reader that
+    framing whitespace that shows nothing) and every finish go out at once: the engine waits
+    (SEND_WAIT_SECONDS at most) until the loop has handed them to their readers. A reader that
     leaves HOLD_AT events untaken (its writes wait on a client that does not read) has its
     request held (`on_backlog`: it computes nothing until the reader takes them); past
     MAX_UNREAD, its requests are stopped (`on_unread`) and their tokens dropped, the finish
@@ -42,6 +45,7 @@ class LoopInbox:
         self._is_scheduled = False
         self._is_urgent = False
         self._last_wake = 0.0
+        self._handed = threading.Event()  # the loop ran what an urgent wake-up scheduled
 
     def sink(
         self,
@@ -66,13 +70,21 @@ class LoopInbox:
         if not self._items or self._is_scheduled:
             return
         now = time.perf_counter()
-        if not self._is_urgent and now - self._last_wake < self._interval:
+        is_urgent = self._is_urgent
+        if not is_urgent and now - self._last_wake < self._interval:
             return
         self._is_urgent, self._is_scheduled, self._last_wake = False, True, now
+        self._handed.clear()
         try:
             self._loop.call_soon_threadsafe(self._deliver)
         except RuntimeError:  # the loop is closed: nobody is left to read these
             self._items.clear()
+            return
+        if is_urgent:
+            # NOTE: the engine may go on to read a state, which holds the GIL while its buffer
+            # is allocated (a first touch of 65 MB: up to 200 ms on this VM): the first token
+            # of a next turn at the Qwen3 1.7B shape reached its reader only after that read
+            self._handed.wait(SEND_WAIT_SECONDS)
 
     def _deliver(self) -> None:  # on the loop; NOTE: clear the flag first, then drain
         self._is_scheduled = False
@@ -85,3 +97,5 @@ class LoopInbox:
                     continue
                 on_backlog()
             events.put_nowait(choice)
+        # NOTE: after the readers the puts woke (the loop runs its callbacks in order)
+        self._loop.call_soon(self._handed.set)
