@@ -132,6 +132,21 @@ def test_memory_that_cannot_be_cut_goes_on_from_all_of_a_state_or_none() -> None
     assert found is not None and found.tier == "disk"
 
 
+def test_a_warming_sequence_whose_state_is_not_read_yet_is_taken_over_only_whole() -> None:
+    # its work done, its state is read after a waiting request's first token: another
+    # conversation's request that shared only the system prompt took its slot over first, and
+    # its own next turn computed its history again
+    index = ReuseIndex(can_cut=True, budget=BUDGET)
+    history = [*SYSTEM, *tail(1, 60)]
+    done = warming(history, slot=1, num_computed=len(history))
+    assert index.match(sequence([*SYSTEM, *tail(2, 50)]), [done]) is None
+    found = index.match(sequence([*history, *tail(3, 20)]), [done])
+    assert found is not None and (found.tier, found.length) == ("warming", len(history))
+    working = warming([*history, 5, 5], slot=1, num_computed=len(history))  # work left
+    found = index.match(sequence([*SYSTEM, *tail(2, 50)]), [working])
+    assert found is not None and (found.tier, found.length) == ("warming", 300)
+
+
 def test_a_group_does_not_take_over_a_warming_sequence() -> None:
     index = ReuseIndex(can_cut=True, budget=BUDGET)
     prompt = [*SYSTEM, *tail(1, 50)]

@@ -153,7 +153,13 @@ class ReuseIndex:
             for warm in warming:
                 if warm.request.scope == request.scope:
                     held = Resident.of(warm, warm.num_computed)
-                    found.append(Match("warming", self._usable(held, seq), held, warm.slot))
+                    length = self._usable(held, seq)
+                    # NOTE: one whose work is done waits for its state to be read (a first
+                    # token waited meanwhile, Engine._turn): taken over for less than it
+                    # holds, that state would be lost (its next turn computed 84 tokens, not 20)
+                    if warm.num_computed == len(warm.tokens) and length < warm.num_computed:
+                        continue
+                    found.append(Match("warming", length, held, warm.slot))
         for stored in request.stored:
             length = self._usable(stored.state, seq)
             found.append(Match(stored.tier, length, stored.state, state=stored.state))
