@@ -279,9 +279,9 @@ class Engine:
                 self._update(plan, output)
             if is_warm:  # the step and the states it saved
                 self.update.warm_gauge.spent(time.perf_counter() - began)
-        # NOTE: an answer's final state (65 MB at the Qwen3 1.7B shape: a 190 ms read here)
-        # waits while a request waits for its first token, which it would otherwise delay
-        self._deliver(finals=not (plan and self._first_token_waits()))
+        # NOTE: a final state's read (190 ms at the Qwen3 1.7B shape) waits for a first token
+        waits = not self._inbox.empty() or self.scheduler.first_token_waits
+        self._deliver(finals=not (plan and waits))
         return True
 
     def _schedule(self) -> StepPlan | None:
@@ -333,24 +333,13 @@ class Engine:
     def _deliver(self, finals: bool = True) -> None:
         """The step's kept states and events out; then the states it noted are read while its
         events are on their way (a read is 20-170 ms no first token should wait for), and go
-        out too. `finals`: answers' final states too (else they wait, their sequences warming,
-        for a turn that computed nothing or where no first token waits)."""
+        out too; `finals`: answers' final states too (else they wait, their sequences warming)."""
         update = self.update
         update.out.deliver(self._on_state)
         if update.has_reads_due:
             self._wake_consumers()
             update.read_due(finals)
             update.out.deliver(self._on_state)
-
-    def _first_token_waits(self) -> bool:
-        """A request (not idle-time work) waits for its first token: in the inbox, in the
-        queue, for a slot, or its prompt not yet computed."""
-        scheduler = self.scheduler
-        return (
-            not self._inbox.empty()
-            or bool(scheduler.waiting or scheduler.late)
-            or any(s.num_generated == 0 and not s.request.background for s in scheduler.running)
-        )
 
     def _take_inbox(self, block: bool, timeout: float | None = None) -> bool:
         """Move messages from the inbox into engine state (waiting for one if `block`, at most

@@ -89,6 +89,14 @@ class Scheduler:
         return bool(self.running or self.waiting or self.late)
 
     @property
+    def first_token_waits(self) -> bool:
+        """A request (not idle-time work) waits for its first token: queued, waiting for a
+        slot, or its prompt not yet computed."""
+        return bool(self.waiting or self.late) or any(
+            s.num_generated == 0 and not s.request.background for s in self.running
+        )
+
+    @property
     def is_idle(self) -> bool:
         return not self.has_requests and not self.warming and not self._starts_background
 
