@@ -1,5 +1,5 @@
 """From a trace_path.py log: for each request, the time from the end of the step that gave its
-first token to the frame that carried it, and the state reads in between."""
+first token to the frame that carried it."""
 
 import contextlib
 import statistics
@@ -11,21 +11,14 @@ with open(sys.argv[1]) as log:
         t, _, what = line.partition(" ")
         with contextlib.suppress(ValueError):
             ev.append((float(t), what.strip()))
-gaps, with_read = [], []
+gaps = []
 last_run_end = None
-reads = 0.0
-read_start = None
 waiting = False
 for t, w in ev:
     if w.startswith("start <"):
         waiting = True
     elif w.startswith("run >"):
-        last_run_end, reads = t, 0.0
-    elif w.startswith("save_state <"):
-        read_start = t
-    elif w.startswith("save_state >") and read_start is not None:
-        reads += t - read_start
-        read_start = None
+        last_run_end = t
     elif (
         waiting
         and w.startswith("frame")
@@ -35,11 +28,8 @@ for t, w in ev:
         waiting = False
         if last_run_end is not None:
             gaps.append(1000 * (t - last_run_end))
-            with_read.append(1000 * reads)
 n = len(gaps)
-shown = sum(1 for r in with_read if r > 0)
 print(
     f"{sys.argv[1]}: {n} requests; step end to first frame median {statistics.median(gaps):.1f}"
-    f" ms, mean {statistics.mean(gaps):.1f} ms, max {max(gaps):.1f}; reads in between: {shown}"
-    f" requests, {sum(with_read):.0f} ms in all"
+    f" ms, mean {statistics.mean(gaps):.1f} ms, max {max(gaps):.1f}"
 )
