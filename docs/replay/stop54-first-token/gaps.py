@@ -1,5 +1,6 @@
 """From a trace_path.py log: for each request, the time from the end of the step that gave its
-first token to the frame that carried it."""
+first token to the frame that carried it; for each answer, from the end of the step that ended
+it to the loop's taking its finish (its frame follows within a millisecond)."""
 
 import contextlib
 import statistics
@@ -11,7 +12,7 @@ with open(sys.argv[1]) as log:
         t, _, what = line.partition(" ")
         with contextlib.suppress(ValueError):
             ev.append((float(t), what.strip()))
-gaps = []
+firsts, finishes = [], []
 last_run_end = None
 waiting = False
 for t, w in ev:
@@ -19,6 +20,10 @@ for t, w in ev:
         waiting = True
     elif w.startswith("run >"):
         last_run_end = t
+    elif last_run_end is None:
+        continue
+    elif w.startswith("deliver") and "FinishEvent" in w:
+        finishes.append(1000 * (t - last_run_end))
     elif (
         waiting
         and w.startswith("frame")
@@ -26,10 +31,9 @@ for t, w in ev:
         and '"content":""' not in w
     ):
         waiting = False
-        if last_run_end is not None:
-            gaps.append(1000 * (t - last_run_end))
-n = len(gaps)
-print(
-    f"{sys.argv[1]}: {n} requests; step end to first frame median {statistics.median(gaps):.1f}"
-    f" ms, mean {statistics.mean(gaps):.1f} ms, max {max(gaps):.1f}"
-)
+        firsts.append(1000 * (t - last_run_end))
+for name, gaps in (("first frame", firsts), ("finish taken", finishes)):
+    print(
+        f"{sys.argv[1]}: step end to {name}, {len(gaps)}: median {statistics.median(gaps):.1f}"
+        f" ms, mean {statistics.mean(gaps):.1f} ms, max {max(gaps):.1f}"
+    )
