@@ -353,3 +353,29 @@ def test_idle_time_works_state_is_read_after_the_first_token_of_a_request_that_c
         assert log[:3] == ["first token", "read", "kept"]
     finally:
         engine.close()
+
+
+def test_a_history_read_while_its_next_turn_was_prefetched_is_gone_on_from_its_slot_taken() -> None:
+    # stop 55: the next turn missed the history in the stores (it was being read), idle-time
+    # work then took the one slot that held it, and the turn computed its whole prompt again
+    kept: list[Kept] = []
+    engine, _ = make_engine(sequences=1, on_state=kept.append)
+    try:
+        history = list(range(2, 42))
+        work = Run()
+        engine.submit(
+            GenerationRequest(history, greedy(1), keep_state=True, background=True), work.sink
+        )
+        work.wait()
+        other = Run()
+        engine.submit(
+            GenerationRequest(list(range(44, 54)), greedy(1), background=True), other.sink
+        )
+        other.wait()  # it took the slot that held the history
+        assert [k.state.tokens for k in kept if k.is_final] == [tuple(history)]
+        prompt = [*history, 55, 56, 57]
+        run = submit(engine, prompt, greedy(4))  # stored: nothing (prefetched meanwhile)
+        assert run.wait() == reference(prompt, 4)
+        assert run.finish.num_cached_tokens == len(history)
+    finally:
+        assert engine.close()

@@ -208,14 +208,44 @@ def test_a_sessions_final_state_kept_after_its_next_turn_was_prefetched_is_gone_
     Fails without ReuseIndex.kept_final."""
     index = ReuseIndex(can_cut=True, budget=BUDGET)
     answered = [*SYSTEM, *tail(1, 40)]
-    index.kept_final("key/chat", computed(answered, session="key/chat"))
+    index.kept_final(computed(answered[:-10], session="key/chat"), "key")
+    index.kept_final(computed(answered, session="key/chat"), "key")  # its newer one replaces it
     next_turn = [*answered, *tail(2, 30)]
-    found = index.match(sequence(next_turn, session="key/chat"))
+    found = index.match(sequence(next_turn, session="key/chat", scope="key"))
     assert found is not None and (found.tier, found.length) == ("pinned", len(answered))
-    assert index.match(sequence(next_turn, session="key/other")) is None
+    assert index.match(sequence(next_turn, session="key/other", scope="key")) is None
+    assert index.match(sequence(next_turn, scope="key")) is None
+    for i in range(MAX_FINALS - 1):
+        index.kept_final(computed(SYSTEM, session=f"key/s{i}"), "key")
+    assert index.match(sequence(next_turn, session="key/chat", scope="key")) is not None
+    index.kept_final(computed(SYSTEM, session="key/last"), "key")
+    assert index.match(sequence(next_turn, session="key/chat", scope="key")) is None  # bounded
+
+
+def test_a_final_state_read_after_its_next_turn_was_prefetched_is_gone_on_from_in_its_scope() -> (
+    None
+):
+    """Stop 55: a chat's history, computed ahead, was read while its next turn was prefetched,
+    so the turn missed it in RAM; idle-time work then took the slot that held it, and the turn
+    computed 84 tokens instead of 20. Fails without kept_final for requests of no session."""
+    index = ReuseIndex(can_cut=True, budget=BUDGET)
+    history = [*SYSTEM, *tail(1, 64)]
+    state = computed(history)
+    index.kept_final(state, "alice")
+    next_turn = [*history, *tail(2, 20)]
+    found = index.match(sequence(next_turn, scope="alice"))
+    assert found is not None and (found.tier, found.length) == ("ram", len(history))
+    assert found.state is state
+    assert index.match(sequence(next_turn, scope="bob")) is None  # never across scopes
+    assert index.match(sequence(next_turn, session="alice/chat", scope="alice")) is None
+    # prefetched after all: the same state is matched once, as the tier that found it
+    stored = (Stored("ram", state),)
+    found = index.match(sequence(next_turn, stored, scope="alice"))
+    assert found is not None and found.state is state
     for i in range(MAX_FINALS):
-        index.kept_final(f"key/s{i}", computed(SYSTEM, session=f"key/s{i}"))
-    assert index.match(sequence(next_turn, session="key/chat")) is None  # bounded
+        index.kept_final(computed([*SYSTEM, *tail(10 + i, 64)]), "alice")
+    found = index.match(sequence(next_turn, scope="alice"))  # bounded: the system prompt's
+    assert found is not None and (found.tier, found.length) == ("ram", len(SYSTEM))
 
 
 def test_a_resident_with_its_prompts_last_logits_serves_the_same_prompt_whole() -> None:

@@ -8,8 +8,9 @@ A computed state can be in six places, and one `match` looks at all of them:
 - pinned, ram, disk, shared: stored states a worker thread prefetched for the request before it
   was queued (cache/prefix_reuse.py `prefetch`: its session's state, the longest whole stored
   prefix, a stored state that shares more and then parts), already in memory; restored into an
-  empty slot and cut back. A session's final state kept after its turn was prefetched counts as
-  pinned too (`kept_final`).
+  empty slot and cut back. The last answers' final states the engine read itself count too
+  (`kept_final`): pinned for a session's, ram for anyone's; a request prefetched while one was
+  being read missed it in the stores.
 
 A resident slot that holds a request's whole prompt as its own (maybe its answer after it), with
 the logits its last token gave (computed exactly: as a cold request computes them), serves all of
@@ -33,7 +34,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -46,7 +47,7 @@ from reame.engine.exact_steps import ExactPaths
 from reame.engine.sequence import Sequence
 from reame.saved_state import SavedState, common_length
 
-# NOTE: a session's last final states held past the store's bounds (it may have let them go)
+# NOTE: the last final states read, held past the stores' bounds (they may have let them go)
 MAX_FINALS = 4
 TIERS = ("resident", "warming", "pinned", "ram", "disk", "shared")
 
@@ -127,7 +128,7 @@ class ReuseIndex:
         self._paths = paths if paths is not None else ExactPaths()
         self._resident: dict[int, Resident] = {}  # least recently inserted first
         self._locks: Counter[int] = Counter()
-        self._finals: OrderedDict[str, SavedState] = OrderedDict()  # by session, oldest first
+        self._finals: deque[tuple[str, SavedState]] = deque(maxlen=MAX_FINALS)  # scope, state
 
     @property
     def granule(self) -> int:
@@ -163,9 +164,12 @@ class ReuseIndex:
         for stored in request.stored:
             length = self._usable(stored.state, seq)
             found.append(Match(stored.tier, length, stored.state, state=stored.state))
-        final = self._finals.get(request.session) if request.session else None
-        if final is not None and not any(s.state is final for s in request.stored):
-            found.append(Match("pinned", self._usable(final, seq), final, state=final))
+        for scope, final in self._finals:
+            if final.session != request.session or any(s.state is final for s in request.stored):
+                continue
+            if final.session or scope == request.scope:  # NOTE: a session's is its owner's
+                tier = "pinned" if final.session else "ram"
+                found.append(Match(tier, self._usable(final, seq), final, state=final))
         best = max(
             (m for m in found if m.length > 0),
             key=lambda m: (m.length, -TIERS.index(m.tier)),
@@ -195,14 +199,17 @@ class ReuseIndex:
             return 0
         return length
 
-    def kept_final(self, session: str, state: SavedState) -> None:
-        """A session's turn kept its final state here: it reaches the session store through the
-        outbox, after the answer has gone out, so the next turn, prefetched before, may miss
-        it there (a prefix cache may keep its KV resident; without one nothing else would)."""
-        self._finals.pop(session, None)
-        self._finals[session] = state
-        while len(self._finals) > MAX_FINALS:
-            self._finals.popitem(last=False)
+    def kept_final(self, state: SavedState, scope: str) -> None:
+        """An answer's final state was read: it reaches the stores through the outbox, after the
+        answer has gone out, so a next turn prefetched meanwhile misses it there, and the slot
+        that held it may be taken before that turn is matched (stop 45: a chain's second call
+        computed its whole prompt; stop 55: a chat's next turn, its history computed ahead,
+        computed 84 tokens, not 20). The last few are held here: a session's for that session
+        (its newer one replaces it), anyone's for requests of no session in its scope."""
+        if state.session:
+            kept = [k for k in self._finals if k[1].session != state.session]
+            self._finals = deque(kept, maxlen=MAX_FINALS)
+        self._finals.append((scope, state))
 
     def insert(self, slot: int, resident: Resident) -> None:
         """A freed slot's KV holds `resident` (it replaces what the slot held before)."""

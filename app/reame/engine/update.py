@@ -380,8 +380,7 @@ class Update:
         if data is not None:
             state = seq.saved(data)
             self.out.states.append(Kept(state, seq.request.scope, True, seq.num_cached))
-            if seq.request.session:
-                self.scheduler.reuse.kept_final(seq.request.session, state)
+            self.scheduler.reuse.kept_final(state, seq.request.scope)
         if counted:
             metrics.WARM_AHEAD.labels("kept" if is_done else "yielded").inc()
         seq.warmed()
