@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pickle
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from reame.llama.context import ContextShape
+from reame.llama.context import ContextShape, DecodeInterrupted
 
 VOCAB = 64
 EOS = 0
@@ -58,7 +58,12 @@ class FakeContext:
     cuts_refused: int = 0
     kv: dict[int, list[int]] = field(default_factory=dict)
     batches: list[list[tuple[int, int, int]]] = field(default_factory=list)  # (seq, pos, token)
+    interrupt: Callable[[], bool] | None = None
+    interrupted: int = 0  # decodes stopped by `interrupt`
     _rows: dict[int, np.ndarray] = field(default_factory=dict)  # by index in the batch
+
+    def interrupt_when(self, check: Callable[[], bool] | None) -> None:
+        self.interrupt = check
 
     def decode(
         self,
@@ -68,7 +73,12 @@ class FakeContext:
         wants_logits: Sequence[bool],
     ) -> None:
         assert 0 < len(tokens) <= self.shape.batch_size, "a batch within the budget"
-        time.sleep(self.step_seconds)
+        ends = time.monotonic() + self.step_seconds
+        while (left := ends - time.monotonic()) > 0:  # NOTE: asked as llama.cpp asks, often
+            if self.interrupt is not None and self.interrupt():
+                self.interrupted += 1
+                raise DecodeInterrupted(2)
+            time.sleep(min(left, 0.002))
         self.batches.append(list(zip(seq_ids, positions, tokens, strict=True)))
         self._rows = {}
         batch = zip(tokens, positions, seq_ids, wants_logits, strict=True)

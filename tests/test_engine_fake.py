@@ -55,10 +55,14 @@ class Run:
 
 
 def make_engine(
-    sequences: int = 2, batch: int = 32, step_seconds: float = 0.0, **kwargs: object
+    sequences: int = 2,
+    batch: int = 32,
+    step_seconds: float = 0.0,
+    can_cut: bool = True,
+    **kwargs: object,
 ) -> tuple[Engine, FakeContext]:
     shape = ContextShape(sequences * CONTEXT_LENGTH, batch, sequences, 1)
-    context = FakeContext(shape, step_seconds)
+    context = FakeContext(shape, step_seconds, can_cut)
     engine = Engine(FakeModel(), context, CONTEXT_LENGTH, **kwargs)  # type: ignore[arg-type]
     engine.start()
     return engine, context
@@ -318,9 +322,12 @@ def test_idle_time_works_state_is_read_after_the_first_token_of_a_request_that_c
     None
 ):
     # a next turn arriving during idle-time work waited for that work's state to be read too:
-    # 190 ms of its first token at the Qwen3 1.7B shape
+    # 190 ms of its first token at the Qwen3 1.7B shape (where memory cannot be cut, the step
+    # is not stopped for it)
     log: list[str] = []
-    engine, context = make_engine(on_state=lambda kept: log.append("kept"), step_seconds=0.05)
+    engine, context = make_engine(
+        on_state=lambda kept: log.append("kept"), step_seconds=0.05, can_cut=False
+    )
     read, decode = context.save_state, context.decode
     started = threading.Event()
 
@@ -377,5 +384,88 @@ def test_a_history_read_while_its_next_turn_was_prefetched_is_gone_on_from_its_s
         run = submit(engine, prompt, greedy(4))  # stored: nothing (prefetched meanwhile)
         assert run.wait() == reference(prompt, 4)
         assert run.finish.num_cached_tokens == len(history)
+    finally:
+        assert engine.close()
+
+
+def test_no_idle_time_step_starts_while_a_request_is_on_its_way_in() -> None:
+    # stop 55: a next turn being prepared (5-10 ms) found another conversation's history step
+    # started meanwhile, and waited for it (0.75 s at the Qwen3 1.7B shape)
+    engine, context = make_engine(on_state=lambda kept: None)
+    try:
+        with engine.arriving():
+            work = Run()
+            history = list(range(2, 22))
+            engine.submit(GenerationRequest(history, greedy(1), background=True), work.sink)
+            time.sleep(0.3)  # six times as long as idle-time work waits for an idle engine
+            assert context.batches == []
+            prompt = list(range(30, 40))
+            run = submit(engine, prompt, greedy(3))
+            assert run.wait() == reference(prompt, 3)
+        assert work.wait() == reference(history, 1)
+        first = {seq for seq, _, _ in context.batches[0]}
+        assert [t for _, _, t in context.batches[0]] == prompt and len(first) == 1
+    finally:
+        assert engine.close()
+
+
+def test_an_idle_time_step_stops_for_a_request_that_comes_and_runs_again_after_it() -> None:
+    # stop 55: a next turn that came during another conversation's history step waited for the
+    # whole step (0.75 s at the Qwen3 1.7B shape)
+    kept: list[Kept] = []
+    engine, context = make_engine(on_state=kept.append, step_seconds=0.2)
+    started = threading.Event()
+    decode = context.decode
+
+    def signalled_decode(*args: object, **kwargs: object) -> None:
+        started.set()
+        decode(*args, **kwargs)  # type: ignore[arg-type]
+
+    context.decode = signalled_decode  # type: ignore[method-assign]
+    before = metrics.IDLE_STEPS_INTERRUPTED._value.get()
+    try:
+        history = list(range(2, 22))
+        work = Run()
+        request = GenerationRequest(history, greedy(1), keep_state=True, background=True)
+        engine.submit(request, work.sink)
+        assert started.wait(5)
+        prompt = list(range(30, 40))
+        run = submit(engine, prompt, greedy(2))
+        assert run.wait() == reference(prompt, 2)
+        assert work.wait() == reference(history, 1)  # it ran again, once the request was done
+        assert context.interrupted == 1
+        assert metrics.IDLE_STEPS_INTERRUPTED._value.get() == before + 1
+        # the first step computed is the request's: nothing of the stopped one stayed
+        assert [t for _, _, t in context.batches[0]] == prompt
+        assert [t for _, _, t in context.batches[2]] == history
+        assert [k.state.tokens for k in kept if k.is_final] == [tuple(history)]
+    finally:
+        assert engine.close()
+
+
+def test_an_idle_time_step_a_request_goes_on_from_is_not_stopped_for_it() -> None:
+    # stopped, the next turn whose history it computed ahead computed it all again (88 tokens,
+    # not 20, at the Qwen3 1.7B shape)
+    engine, context = make_engine(on_state=lambda kept: None, step_seconds=0.2)
+    started = threading.Event()
+    decode = context.decode
+
+    def signalled_decode(*args: object, **kwargs: object) -> None:
+        started.set()
+        decode(*args, **kwargs)  # type: ignore[arg-type]
+
+    context.decode = signalled_decode  # type: ignore[method-assign]
+    try:
+        history = list(range(2, 22))
+        work = Run()
+        request = GenerationRequest(history, greedy(1), keep_state=True, background=True)
+        engine.submit(request, work.sink)
+        assert started.wait(5)
+        prompt = [*history, 40, 41, 42]
+        run = submit(engine, prompt, greedy(2))
+        assert run.wait() == reference(prompt, 2)
+        assert context.interrupted == 0
+        assert run.finish.num_cached_tokens == len(history)
+        assert work.wait() == reference(history, 1)
     finally:
         assert engine.close()

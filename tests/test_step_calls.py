@@ -17,7 +17,7 @@ from reame.engine.exact_steps import ExactPaths
 from reame.engine.kv_moves import KVMoves
 from reame.engine.runner import Runner
 from reame.engine.step_plan import Part, StepPlan
-from reame.llama.context import Context, ContextShape
+from reame.llama.context import Context, ContextShape, DecodeInterrupted
 from reame.llama.model import Model
 
 PREFIX = [100 + (i * 7) % 300 for i in range(300)]
@@ -76,6 +76,47 @@ def test_a_prompt_chunk_beside_another_sequences_decode_token_gets_its_logits_al
     together = runner.run(StepPlan((part(0, (5,), 0), part(1, CHUNK, 1))))
     assert np.array_equal(together.logits(0), token_alone)
     assert np.array_equal(together.logits(64), chunk_alone)
+
+
+@pytest.mark.model
+def test_a_step_stopped_in_its_second_call_keeps_nothing_and_runs_again_as_it_runs_whole(
+    context: Context,
+) -> None:
+    """An idle-time step stopped for a request that came (Runner.run's interrupt): llama.cpp
+    drops the stopped batch, the runner the batch it computed before it, so each sequence's KV
+    is as it was; computed again, the step gives the logits of a step never stopped (a position
+    left behind would make llama.cpp refuse the batch)."""
+    n = len(PREFIX)
+    with_prefix(context, (0, 1))
+    runner = Runner(KVMoves(context))  # type: ignore[arg-type]
+    asked = [0]
+
+    def counts() -> bool:
+        asked[0] += 1
+        return False
+
+    token_alone = np.array(runner.run(StepPlan((part(0, (5,), 0),)), counts).logits(0))
+    first_call = asked[0]  # the checks a one-token decode makes: one before each operation
+    context.remove(0, n)
+    whole = runner.run(StepPlan((part(0, (5,), 0), part(1, CHUNK, 1))))
+    whole_logits = [np.array(whole.logits(0)), np.array(whole.logits(64))]
+    assert np.array_equal(whole_logits[0], token_alone)
+    for slot in (0, 1):
+        context.remove(slot, n)
+
+    asked[0] = 0
+
+    def in_the_second_call() -> bool:
+        asked[0] += 1
+        return asked[0] > first_call + 5
+
+    plan = StepPlan((part(0, (5,), 0), part(1, CHUNK, 1)))
+    with pytest.raises(DecodeInterrupted):
+        runner.run(plan, in_the_second_call)
+    assert first_call < asked[0] < 3 * first_call  # stopped early in the chunk's decode
+    again = runner.run(plan)
+    assert np.array_equal(again.logits(0), whole_logits[0])
+    assert np.array_equal(again.logits(64), whole_logits[1])
 
 
 @pytest.mark.model

@@ -148,7 +148,7 @@ def _finish(events: queue.SimpleQueue) -> FinishEvent:
 def test_a_request_arriving_during_warm_ahead_waits_one_step_at_most(smollm2_path: Path) -> None:
     """The second request is submitted while a warm-ahead step runs (from inside the step, so
     it is there before the step ends): the very next step computes it, from the KV the warm
-    step left in the sequence."""
+    step left in the sequence (the step is not stopped: the request goes on from it)."""
     with Runtime(small_settings(smollm2_path, spec="off", prefix_cache_disk=False)) as runtime:
         engine, service = runtime.engine, runtime.service
         prompt, closing = _chat_tokens(runtime, QUESTIONS[0])
@@ -157,14 +157,14 @@ def test_a_request_arriving_during_warm_ahead_waits_one_step_at_most(smollm2_pat
         events: queue.SimpleQueue = queue.SimpleQueue()
         real_run = engine.runner.run
 
-        def run(plan):
+        def run(plan, interrupt=None):
             is_warm = any(p.seq.state is SeqState.WARMING for p in plan.parts)
             plans.append((is_warm, {p.seq.request.request_id for p in plan.parts}))
             if is_warm and not second:
                 first = next(p.seq for p in plan.parts if p.seq.state is SeqState.WARMING)
                 second.append(_follow_up(runtime, first.tokens))
                 engine.submit(second[0], events.put)
-            return real_run(plan)
+            return real_run(plan, interrupt)
 
         engine.runner.run = run
         job = Job(prompt, service.sampling(temperature=0.0, max_tokens=8), warm_ahead=closing)

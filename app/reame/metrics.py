@@ -170,6 +170,12 @@ PROMPTS_ANSWERED_WHOLE = Counter(
     "was picked from them, nothing of the prompt computed (the same prompt again)",
     registry=REGISTRY,
 )
+IDLE_STEPS_INTERRUPTED = Counter(
+    "reame_idle_steps_interrupted",
+    "Idle-time steps (warm-ahead, history computed ahead) stopped for a request that came: "
+    "none of the step kept, it runs again at the next idle time",
+    registry=REGISTRY,
+)
 REUSE_MATCHES = Counter(
     "reame_reuse_matches",
     "Admitted requests by where they went on from (engine/reuse_index.py): resident, "

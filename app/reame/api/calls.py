@@ -94,24 +94,25 @@ class Call:
         places = num_prompts(self.body) * self.body.n * self.best_of
         self.served.take_places(self.owner, places)
         self.places = places
-        # NOTE: one trip off the loop renders, tokenizes and reads the stored states, and one
-        # back; the loop then submits
-        self.jobs, prepared = await asyncio.to_thread(self._prepare)
-        thinks = self.thought is not None
-        self.choices = [
-            fmt.Choice(i, thought=[] if thinks else None) for i in range(len(self.jobs))
-        ]
         service = self.served.service
-        if self.memory is not None and self.memory.is_hit:
-            self._stream = self.memory.stream()
-        elif self.best_of > 1:
-            self._stream = open_conclave(service, self.jobs[0], self.best_of, prepared)
-        else:
-            self._stream = service.astream_many(self.jobs, requests=prepared[1])
-        try:
-            await anext(self._stream)  # NOTE: the empty batch: every job was accepted
-        except InvalidRequestError as exc:
-            raise ApiError(400, str(exc), exc.param, exc.code) from exc
+        with service.engine.arriving():
+            # NOTE: one trip off the loop renders, tokenizes and reads the stored states, and
+            # one back; the loop then submits
+            self.jobs, prepared = await asyncio.to_thread(self._prepare)
+            thinks = self.thought is not None
+            self.choices = [
+                fmt.Choice(i, thought=[] if thinks else None) for i in range(len(self.jobs))
+            ]
+            if self.memory is not None and self.memory.is_hit:
+                self._stream = self.memory.stream()
+            elif self.best_of > 1:
+                self._stream = open_conclave(service, self.jobs[0], self.best_of, prepared)
+            else:
+                self._stream = service.astream_many(self.jobs, requests=prepared[1])
+            try:
+                await anext(self._stream)  # NOTE: the empty batch: every job was accepted
+            except InvalidRequestError as exc:
+                raise ApiError(400, str(exc), exc.param, exc.code) from exc
 
     async def close(self) -> None:
         """Stop whatever still runs (a client gone before the end); give the key's places back."""

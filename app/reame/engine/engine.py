@@ -16,7 +16,8 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import structlog
 
@@ -33,7 +34,7 @@ from reame.engine.sequence import SeqState, Sequence
 from reame.engine.step_plan import StepPlan
 from reame.engine.update import Update
 from reame.errors import EngineBusyError, EngineFailedError
-from reame.llama.context import DecodeError
+from reame.llama.context import DecodeError, DecodeInterrupted
 from reame.llama.model import Model
 from reame.speculation.controller import SpecController
 from reame.speculation.kit import Speculation
@@ -76,6 +77,11 @@ class Engine:
         self.context_length = context_length
         self._max_in_flight = context.shape.num_sequences + max_waiting
         self._num_in_flight = 0
+        self._num_arriving = 0  # requests on their way in (arriving)
+        # what the idle-time step under way computes, a token list for each of its sequences,
+        # and whether a request came that goes on from none of them (the step then stops)
+        self._idle_work: tuple[list[int], ...] = ()
+        self._stops_idle_work = False
         self._in_flight_lock = threading.Lock()
         self._on_state = on_state
         self._spec = speculation
@@ -169,6 +175,28 @@ class Engine:
         for seq in seqs:
             seq.queued(now)
             self._inbox.put(seq)
+            if not seq.request.background and not self._goes_on_from_idle_work(seq):
+                self._stops_idle_work = True
+
+    def _goes_on_from_idle_work(self, seq: Sequence) -> bool:
+        """`seq`'s prompt starts with all that the idle-time step under way computes for one
+        of its sequences (a next turn, its history computed ahead): it would wait for that
+        step anyway, or compute the same itself."""
+        prompt = seq.request.prompt
+        return any(prompt[: len(work)] == work for work in self._idle_work)
+
+    @contextmanager
+    def arriving(self) -> Iterator[None]:
+        """A request is on its way in (rendered, tokenized, its stored states read, then
+        submitted in this block): meanwhile no idle-time step starts, nor a final state's read
+        after a step, each of which it would wait behind."""
+        with self._in_flight_lock:
+            self._num_arriving += 1
+        try:
+            yield
+        finally:
+            with self._in_flight_lock:
+                self._num_arriving -= 1
 
     def _left(self) -> None:
         """A request ended (on the engine thread, before its finish event goes out)."""
@@ -277,10 +305,12 @@ class Engine:
             output = self._compute(plan)
             if output is not None:
                 self._update(plan, output)
-            if is_warm:  # the step and the states it saved
+            if is_warm:  # the step and the states it saved (or as far as it went: stopped)
                 self.update.warm_gauge.spent(time.perf_counter() - began)
         # NOTE: a final state's read (190 ms at the Qwen3 1.7B shape) waits for a first token
-        waits = not self._inbox.empty() or self.scheduler.first_token_waits
+        waits = (
+            self._num_arriving > 0 or not self._inbox.empty() or self.scheduler.first_token_waits
+        )
         self._deliver(finals=not (plan and waits))
         return True
 
@@ -292,6 +322,7 @@ class Engine:
         now = time.monotonic()
         if not scheduler.has_requests:
             update.warm_gauge.idle(now)
+        scheduler.holds_idle_work = self._num_arriving > 0
         wait = scheduler.background_wait(update.warm_gauge.idle_for(now))
         is_idle = scheduler.is_idle
         if scheduler.is_stalled:
@@ -314,13 +345,33 @@ class Engine:
         failed: its sequences start over) or the decode failed (its sequences ended with the
         error)."""
         self._wake_consumers()
+        idle = all(p.seq.state is SeqState.WARMING or p.seq.request.background for p in plan.parts)
+        # NOTE: where memory cannot be cut, llama.cpp could not take a stopped batch back out
+        stops = idle and self.context.can_cut
+        if stops:
+            self._idle_work = tuple(p.seq.tokens[: p.start + len(p.tokens)] for p in plan.parts)
         try:
-            return self.runner.run(plan)
+            return self.runner.run(plan, self._stops if stops else None)
+        except DecodeInterrupted:
+            self.scheduler.interrupted(plan, self._anew)
+            return None
         except DecodeError as exc:
             self.update.failed(plan, str(exc))
             return None
         finally:
+            self._idle_work = ()
             self.scheduler.lost(self.scheduler.moves.take_lost())
+
+    def _stops(self) -> bool:
+        """An idle-time step stops: a request came that does not go on from it (llama.cpp asks
+        this on its compute thread)."""
+        return self._stops_idle_work
+
+    def _anew(self, seq: Sequence) -> Sequence:
+        """A new sequence for `seq`'s request, queued when it was."""
+        fresh = self._sequence(seq.request, seq.sink)
+        fresh.queued(seq.queued_at)
+        return fresh
 
     def _update(self, plan: StepPlan, output: StepOutput) -> None:
         try:
@@ -344,6 +395,7 @@ class Engine:
     def _take_inbox(self, block: bool, timeout: float | None = None) -> bool:
         """Move messages from the inbox into engine state (waiting for one if `block`, at most
         `timeout` seconds); False once asked to stop."""
+        self._stops_idle_work = False  # NOTE: what came is taken now: no idle step runs before it
         try:
             msg = self._inbox.get(timeout=timeout) if block else None
         except queue.Empty:

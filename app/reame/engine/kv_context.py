@@ -4,7 +4,7 @@ engine tests run a fake one (tests/fake_llama.py) that checks every position it 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -24,6 +24,10 @@ class KVContext(Protocol):
         wants_logits: Sequence[bool],
     ) -> None:
         """Compute one batch; raises reame.llama.context.DecodeError if llama.cpp refuses it."""
+
+    def interrupt_when(self, check: Callable[[], bool] | None) -> None:
+        """Decodes stop once `check()` is true (raising reame.llama.context.DecodeInterrupted,
+        nothing of the batch kept); None: they run to the end."""
 
     def logits(self, batch_index: int) -> np.ndarray:
         """The logits of the last batch's token at `batch_index` (which must have asked)."""

@@ -5,6 +5,7 @@ metrics."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,6 +15,7 @@ from reame.engine.exact_steps import ExactPaths, call_is_exact
 from reame.engine.kv_context import KVContext
 from reame.engine.kv_moves import KVMoves
 from reame.engine.step_plan import Logits, StepPlan
+from reame.llama.context import DecodeInterrupted
 from reame.speculation.controller import SpecController
 
 
@@ -38,12 +40,14 @@ class Runner:
         self.paths = paths if paths is not None else ExactPaths()
         self._controller = controller
 
-    def run(self, plan: StepPlan) -> StepOutput | None:
+    def run(self, plan: StepPlan, interrupt: Callable[[], bool] | None = None) -> StepOutput | None:
         """Do the queued KV moves, then compute the plan's batch; None, computing nothing, if a
         move failed on a sequence of the plan (the scheduler starts it over, moves.take_lost,
         and plans again). Where memory cannot be cut back, each verify run's sequence is
         checkpointed first, so that refused drafts can be rolled back. Raises
-        reame.llama.context.DecodeError if llama.cpp refuses the batch."""
+        reame.llama.context.DecodeError if llama.cpp refuses the batch. `interrupt`: the step
+        stops once it says so (DecodeInterrupted), every part's KV left as it was before its
+        tokens (where memory can be cut)."""
         self.moves.do()
         if self.moves.has_lost(p.seq.slot for p in plan.parts):
             return None
@@ -63,13 +67,23 @@ class Runner:
                     self._controller.record_checkpoint(seconds)
         calls = [alone for call in plan.calls() for alone in self._as_alone(call)]
         started = time.perf_counter()
-        for call, is_exact in calls:
-            if not is_exact:
-                for part in call.parts:
-                    part.seq.computed_otherwise()
-            self.context.decode(*call.batch())
-            if call is not calls[-1][0]:  # NOTE: the next decode overwrites the logits
-                out.logits = _kept(out.logits, self.context, call, copy=True)
+        if interrupt is not None:
+            self.context.interrupt_when(interrupt)
+        try:
+            for call, is_exact in calls:
+                if not is_exact:
+                    for part in call.parts:
+                        part.seq.computed_otherwise()
+                self.context.decode(*call.batch())
+                if call is not calls[-1][0]:  # NOTE: the next decode overwrites the logits
+                    out.logits = _kept(out.logits, self.context, call, copy=True)
+        except DecodeInterrupted:
+            for part in plan.parts:  # NOTE: an earlier call's too: nothing of the step stays
+                self.context.remove(part.seq.slot, part.start)
+            raise
+        finally:
+            if interrupt is not None:
+                self.context.interrupt_when(None)
         if len(calls) > 1:
             out.logits = _kept(out.logits, self.context, calls[-1][0], copy=False)
         seconds = time.perf_counter() - started

@@ -5,6 +5,7 @@ Engine thread only. It never emits an event: what it decides is applied by the u
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +25,9 @@ from reame.speculation.kit import Speculation
 # NOTE: idle-time work starts once the engine has been idle this long: a client that sends its
 # next request at once (back to back) finds no step of it in its way
 BACKGROUND_AFTER_SECONDS = 0.05
+# NOTE: how often the engine looks again while idle-time work waits for a request on its way in
+# (its preparation is 5-10 ms; one that never comes, refused there, holds it no longer)
+ARRIVING_POLL_SECONDS = 0.01
 
 
 @dataclass(slots=True, frozen=True)
@@ -73,6 +77,9 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.background: deque[Sequence] = deque()  # idle-time work, admitted after the rest
         self.background_ready = False  # the engine lets idle-time work start now
+        # a request is on its way in (Engine.arriving): no idle-time step starts, which it
+        # would wait behind (0.7 s at the Qwen3 1.7B shape)
+        self.holds_idle_work = False
         self.late: deque[LateFork] = deque()  # first first
         self.running: list[Sequence] = []
         # answered sequences still in their slots, with the next turn's first tokens to compute
@@ -98,7 +105,8 @@ class Scheduler:
 
     @property
     def is_idle(self) -> bool:
-        return not self.has_requests and not self.warming and not self._starts_background
+        warms = bool(self.warming) and not self.holds_idle_work
+        return not self.has_requests and not warms and not self._starts_background
 
     @property
     def _starts_background(self) -> bool:
@@ -109,7 +117,11 @@ class Scheduler:
         may start, and background_ready says so); None: none waits. (No gauge as warm-ahead's:
         what it computes, a next turn would compute anyway, on its way to a first token.)"""
         wait = None
-        if self.background and not self.has_requests:
+        if self.has_requests:
+            pass
+        elif self.holds_idle_work and (self.background or self.warming):
+            wait = ARRIVING_POLL_SECONDS
+        elif self.background:
             wait = max(0.0, BACKGROUND_AFTER_SECONDS - idle_for)
         self.background_ready = wait == 0.0
         return wait
@@ -265,6 +277,20 @@ class Scheduler:
             need -= 1  # NOTE: it goes on in that one's slot
         return [w for w in self.warming if not self.reuse.is_locked(w.slot)][:need]
 
+    def interrupted(self, plan: StepPlan, again: Callable[[Sequence], Sequence]) -> None:
+        """An idle-time step was stopped for a request that came, none of it kept: its warming
+        sequences go on from where they were; its idle-time requests give their slots up (what
+        they went on from stays there) and wait again, first, made anew by `again`."""
+        metrics.IDLE_STEPS_INTERRUPTED.inc()
+        for part in plan.parts:
+            seq = part.seq
+            seq.interrupted(part.start)
+            if seq.request.background:
+                self.release(seq, keep_prompt=True)
+                fresh = again(seq)
+                fresh.state = SeqState.WAITING
+                self.background.appendleft(fresh)
+
     def warm(self, seq: Sequence) -> None:
         """An answered sequence stays in its slot to warm its next turn ahead."""
         if seq in self.running:
@@ -285,7 +311,7 @@ class Scheduler:
         """The next step: drafts for the decoding sequences that can verify them, then every
         running sequence's missing tokens packed into the token budget."""
         if not self.running:  # NOTE: warm-ahead only where no request is running or waiting
-            if self.waiting:
+            if self.waiting or self.holds_idle_work:
                 return StepPlan(())
             return make_plan(self.warming, self.budget, self._can_widen)
         runnable = self._runnable()

@@ -145,6 +145,15 @@ class Sequence:
             return due.pop(0) not in self.cut_only
         return False
 
+    def interrupted(self, at: int) -> None:
+        """A step that computed it from `at` was stopped: its KV holds tokens[:at] at most
+        (engine/runner.py), and only the chunks that end there count."""
+        self.num_computed = min(self.num_computed, at)
+        self.num_cached = min(self.num_cached, at)
+        self.chunk_ends = [e for e in self.chunk_ends if e <= self.num_computed]
+        self.chunks = [c for c in self.chunks if c[1] <= self.num_computed]
+        self.propose([])
+
     def computed_to(self, num_computed: int) -> None:
         """Its KV holds tokens[:num_computed] (cut back after a verify run)."""
         self.num_computed = num_computed

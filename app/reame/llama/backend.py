@@ -23,6 +23,20 @@ _log_state = {"min_level": 3, "level": 2}  # llama.cpp is chatty: warnings and e
 # NOTE: while a model loads, its errors are kept for the one-line error we raise, not logged
 _load_errors: list[str] | None = None
 _is_backend_ready = False
+# NOTE: what a decode stopped by its interrupt check writes (Context.interrupt_when): expected
+# while one is armed, so logged at debug there, not as errors
+_INTERRUPTED_LINES = (
+    "graph_compute: ggml_backend_sched_graph_compute_async failed with error 1",
+    "process_ubatch: failed to compute graph, compute status: 1",
+    "decode: removing memory module entries",
+    "llama_decode: failed to decode, ret = 2",
+)
+_interrupts = {"armed": False}
+
+
+def arm_interrupts(armed: bool) -> None:
+    """A decode may now stop by its interrupt check (or no longer)."""
+    _interrupts["armed"] = armed
 
 
 def set_llama_log_level(name: str) -> None:
@@ -47,7 +61,12 @@ def _route_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> No
     if _load_errors is not None and _log_state["level"] == _GGML_LOG_ERROR:
         _load_errors.append(line)
         return
-    getattr(log, _LOG_LEVELS.get(_log_state["level"], "debug"))("llama.cpp", message=line)
+    level = _log_state["level"]
+    if _interrupts["armed"] and line.startswith(_INTERRUPTED_LINES):
+        level = 1
+        if level < _log_state["min_level"]:
+            return
+    getattr(log, _LOG_LEVELS.get(level, "debug"))("llama.cpp", message=line)
 
 
 def init_backend() -> None:
