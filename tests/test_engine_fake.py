@@ -68,6 +68,19 @@ def make_engine(
     return engine, context
 
 
+def decode_started(context: FakeContext) -> threading.Event:
+    """Set as the context's next decode begins."""
+    started = threading.Event()
+    decode = context.decode
+
+    def signalled_decode(*args: object, **kwargs: object) -> None:
+        started.set()
+        decode(*args, **kwargs)  # type: ignore[arg-type]
+
+    context.decode = signalled_decode  # type: ignore[method-assign]
+    return started
+
+
 @pytest.fixture
 def engine_and_context() -> Iterator[tuple[Engine, FakeContext]]:
     engine, context = make_engine()
@@ -328,19 +341,14 @@ def test_idle_time_works_state_is_read_after_the_first_token_of_a_request_that_c
     engine, context = make_engine(
         on_state=lambda kept: log.append("kept"), step_seconds=0.05, can_cut=False
     )
-    read, decode = context.save_state, context.decode
-    started = threading.Event()
+    read = context.save_state
+    started = decode_started(context)
 
     def logged_read(seq_id: int) -> bytearray:
         log.append("read")
         return read(seq_id)
 
-    def signalled_decode(*args: object, **kwargs: object) -> None:
-        started.set()
-        decode(*args, **kwargs)  # type: ignore[arg-type]
-
     context.save_state = logged_read  # type: ignore[method-assign]
-    context.decode = signalled_decode  # type: ignore[method-assign]
     try:
         history = list(range(2, 22))  # one step
         idle_work = GenerationRequest(history, greedy(1), keep_state=True, background=True)
@@ -409,19 +417,14 @@ def test_no_idle_time_step_starts_while_a_request_is_on_its_way_in() -> None:
         assert engine.close()
 
 
-def test_an_idle_time_step_stops_for_a_request_that_comes_and_runs_again_after_it() -> None:
-    # stop 55: a next turn that came during another conversation's history step waited for the
-    # whole step (0.75 s at the Qwen3 1.7B shape)
+@pytest.mark.parametrize("goes_on", [False, True])
+def test_an_idle_time_step_stops_for_a_request_that_does_not_go_on_from_it(goes_on: bool) -> None:
+    """Stop 55: a next turn that came during another conversation's history step waited for
+    the whole step (0.75 s at the Qwen3 1.7B shape); a turn that goes on from the step, had it
+    been stopped, would have computed it all again itself (88 tokens, not 20)."""
     kept: list[Kept] = []
     engine, context = make_engine(on_state=kept.append, step_seconds=0.2)
-    started = threading.Event()
-    decode = context.decode
-
-    def signalled_decode(*args: object, **kwargs: object) -> None:
-        started.set()
-        decode(*args, **kwargs)  # type: ignore[arg-type]
-
-    context.decode = signalled_decode  # type: ignore[method-assign]
+    started = decode_started(context)
     before = metrics.IDLE_STEPS_INTERRUPTED._value.get()
     try:
         history = list(range(2, 22))
@@ -429,43 +432,17 @@ def test_an_idle_time_step_stops_for_a_request_that_comes_and_runs_again_after_i
         request = GenerationRequest(history, greedy(1), keep_state=True, background=True)
         engine.submit(request, work.sink)
         assert started.wait(5)
-        prompt = list(range(30, 40))
+        prompt = [*history, 40, 41, 42] if goes_on else list(range(30, 40))
         run = submit(engine, prompt, greedy(2))
         assert run.wait() == reference(prompt, 2)
-        assert work.wait() == reference(history, 1)  # it ran again, once the request was done
-        assert context.interrupted == 1
-        assert metrics.IDLE_STEPS_INTERRUPTED._value.get() == before + 1
-        # the first step computed is the request's: nothing of the stopped one stayed
-        assert [t for _, _, t in context.batches[0]] == prompt
-        assert [t for _, _, t in context.batches[2]] == history
-        assert [k.state.tokens for k in kept if k.is_final] == [tuple(history)]
-    finally:
-        assert engine.close()
-
-
-def test_an_idle_time_step_a_request_goes_on_from_is_not_stopped_for_it() -> None:
-    # stopped, the next turn whose history it computed ahead computed it all again (88 tokens,
-    # not 20, at the Qwen3 1.7B shape)
-    engine, context = make_engine(on_state=lambda kept: None, step_seconds=0.2)
-    started = threading.Event()
-    decode = context.decode
-
-    def signalled_decode(*args: object, **kwargs: object) -> None:
-        started.set()
-        decode(*args, **kwargs)  # type: ignore[arg-type]
-
-    context.decode = signalled_decode  # type: ignore[method-assign]
-    try:
-        history = list(range(2, 22))
-        work = Run()
-        request = GenerationRequest(history, greedy(1), keep_state=True, background=True)
-        engine.submit(request, work.sink)
-        assert started.wait(5)
-        prompt = [*history, 40, 41, 42]
-        run = submit(engine, prompt, greedy(2))
-        assert run.wait() == reference(prompt, 2)
-        assert context.interrupted == 0
-        assert run.finish.num_cached_tokens == len(history)
-        assert work.wait() == reference(history, 1)
+        assert work.wait() == reference(history, 1)  # stopped, it ran again after the request
+        stopped = 0 if goes_on else 1
+        assert context.interrupted == stopped
+        assert metrics.IDLE_STEPS_INTERRUPTED._value.get() == before + stopped
+        assert run.finish.num_cached_tokens == (len(history) if goes_on else 0)
+        if not goes_on:  # the first step computed is the request's: nothing stopped stayed
+            assert [t for _, _, t in context.batches[0]] == prompt
+            assert [t for _, _, t in context.batches[2]] == history
+            assert [k.state.tokens for k in kept if k.is_final] == [tuple(history)]
     finally:
         assert engine.close()
