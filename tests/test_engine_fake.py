@@ -401,7 +401,7 @@ def test_no_idle_time_step_starts_while_a_request_is_on_its_way_in() -> None:
     # started meanwhile, and waited for it (0.75 s at the Qwen3 1.7B shape)
     engine, context = make_engine(on_state=lambda kept: None)
     try:
-        with engine.arriving():
+        with engine.idle.arriving():
             work = Run()
             history = list(range(2, 22))
             engine.submit(GenerationRequest(history, greedy(1), background=True), work.sink)

@@ -95,7 +95,7 @@ class Call:
         self.served.take_places(self.owner, places)
         self.places = places
         service = self.served.service
-        with service.engine.arriving():
+        with service.engine.idle.arriving():  # NOTE: no idle-time step starts meanwhile
             # NOTE: one trip off the loop renders, tokenizes and reads the stored states, and
             # one back; the loop then submits
             self.jobs, prepared = await asyncio.to_thread(self._prepare)

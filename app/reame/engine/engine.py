@@ -16,14 +16,14 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import structlog
 
 from reame import metrics
 from reame.engine.exact_run import probe_paths, row_granule
 from reame.engine.exact_steps import ExactPaths
+from reame.engine.idle_gate import IdleGate
 from reame.engine.intake import Abort, Hold, sequence_of
 from reame.engine.kv_context import KVContext
 from reame.engine.outbox import StateHook
@@ -77,11 +77,7 @@ class Engine:
         self.context_length = context_length
         self._max_in_flight = context.shape.num_sequences + max_waiting
         self._num_in_flight = 0
-        self._num_arriving = 0  # requests on their way in (arriving)
-        # what the idle-time step under way computes, a token list for each of its sequences,
-        # and whether a request came that goes on from none of them (the step then stops)
-        self._idle_work: tuple[list[int], ...] = ()
-        self._stops_idle_work = False
+        self.idle = IdleGate()  # idle-time work never makes a request wait
         self._in_flight_lock = threading.Lock()
         self._on_state = on_state
         self._spec = speculation
@@ -175,28 +171,8 @@ class Engine:
         for seq in seqs:
             seq.queued(now)
             self._inbox.put(seq)
-            if not seq.request.background and not self._goes_on_from_idle_work(seq):
-                self._stops_idle_work = True
-
-    def _goes_on_from_idle_work(self, seq: Sequence) -> bool:
-        """`seq`'s prompt starts with all that the idle-time step under way computes for one
-        of its sequences (a next turn, its history computed ahead): it would wait for that
-        step anyway, or compute the same itself."""
-        prompt = seq.request.prompt
-        return any(prompt[: len(work)] == work for work in self._idle_work)
-
-    @contextmanager
-    def arriving(self) -> Iterator[None]:
-        """A request is on its way in (rendered, tokenized, its stored states read, then
-        submitted in this block): meanwhile no idle-time step starts, nor a final state's read
-        after a step, each of which it would wait behind."""
-        with self._in_flight_lock:
-            self._num_arriving += 1
-        try:
-            yield
-        finally:
-            with self._in_flight_lock:
-                self._num_arriving -= 1
+            if not seq.request.background:
+                self.idle.submitted(seq.request.prompt)
 
     def _left(self) -> None:
         """A request ended (on the engine thread, before its finish event goes out)."""
@@ -308,9 +284,7 @@ class Engine:
             if is_warm:  # the step and the states it saved (or as far as it went: stopped)
                 self.update.warm_gauge.spent(time.perf_counter() - began)
         # NOTE: a final state's read (190 ms at the Qwen3 1.7B shape) waits for a first token
-        waits = (
-            self._num_arriving > 0 or not self._inbox.empty() or self.scheduler.first_token_waits
-        )
+        waits = self.idle.holds or not self._inbox.empty() or self.scheduler.first_token_waits
         self._deliver(finals=not (plan and waits))
         return True
 
@@ -322,7 +296,7 @@ class Engine:
         now = time.monotonic()
         if not scheduler.has_requests:
             update.warm_gauge.idle(now)
-        scheduler.holds_idle_work = self._num_arriving > 0
+        scheduler.holds_idle_work = self.idle.holds
         wait = scheduler.background_wait(update.warm_gauge.idle_for(now))
         is_idle = scheduler.is_idle
         if scheduler.is_stalled:
@@ -348,10 +322,10 @@ class Engine:
         idle = all(p.seq.state is SeqState.WARMING or p.seq.request.background for p in plan.parts)
         # NOTE: where memory cannot be cut, llama.cpp could not take a stopped batch back out
         stops = idle and self.context.can_cut
-        if stops:
-            self._idle_work = tuple(p.seq.tokens[: p.start + len(p.tokens)] for p in plan.parts)
+        work = tuple(p.seq.tokens[: p.start + len(p.tokens)] for p in plan.parts) if stops else ()
         try:
-            return self.runner.run(plan, self._stops if stops else None)
+            with self.idle.under_way(work):
+                return self.runner.run(plan, self.idle.stops if stops else None)
         except DecodeInterrupted:
             self.scheduler.interrupted(plan, self._anew)
             return None
@@ -359,13 +333,7 @@ class Engine:
             self.update.failed(plan, str(exc))
             return None
         finally:
-            self._idle_work = ()
             self.scheduler.lost(self.scheduler.moves.take_lost())
-
-    def _stops(self) -> bool:
-        """An idle-time step stops: a request came that does not go on from it (llama.cpp asks
-        this on its compute thread)."""
-        return self._stops_idle_work
 
     def _anew(self, seq: Sequence) -> Sequence:
         """A new sequence for `seq`'s request, queued when it was."""
@@ -395,7 +363,7 @@ class Engine:
     def _take_inbox(self, block: bool, timeout: float | None = None) -> bool:
         """Move messages from the inbox into engine state (waiting for one if `block`, at most
         `timeout` seconds); False once asked to stop."""
-        self._stops_idle_work = False  # NOTE: what came is taken now: no idle step runs before it
+        self.idle.taken()
         try:
             msg = self._inbox.get(timeout=timeout) if block else None
         except queue.Empty:

@@ -77,7 +77,7 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.background: deque[Sequence] = deque()  # idle-time work, admitted after the rest
         self.background_ready = False  # the engine lets idle-time work start now
-        # a request is on its way in (Engine.arriving): no idle-time step starts, which it
+        # a request is on its way in (engine/idle_gate.py): no idle-time step starts, which it
         # would wait behind (0.7 s at the Qwen3 1.7B shape)
         self.holds_idle_work = False
         self.late: deque[LateFork] = deque()  # first first
