@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from fake_llama import FakeContext
+from reame.cache.snapshot_policy import MIN_RESIDENT
 from reame.detokenize import TextStream
 from reame.engine.request import GenerationRequest
 from reame.engine.reuse_index import MAX_FINALS, Match, Resident, ReuseIndex
@@ -133,18 +134,17 @@ def test_memory_that_cannot_be_cut_goes_on_from_all_of_a_state_or_none() -> None
 
 
 def test_a_warming_sequence_whose_state_is_not_read_yet_is_taken_over_only_whole() -> None:
-    # its work done, its state is read after a waiting request's first token: another
-    # conversation's request that shared only the system prompt took its slot over first, and
-    # its own next turn computed its history again
+    # its state is not read yet: another conversation's request that shared only the system
+    # prompt took its slot over, and its own next turn computed its history again (stop 54 with
+    # its work done; stop 55 with work left, once idle-time work waited for requests)
     index = ReuseIndex(can_cut=True, budget=BUDGET)
     history = [*SYSTEM, *tail(1, 60)]
     done = warming(history, slot=1, num_computed=len(history))
-    assert index.match(sequence([*SYSTEM, *tail(2, 50)]), [done]) is None
-    found = index.match(sequence([*history, *tail(3, 20)]), [done])
-    assert found is not None and (found.tier, found.length) == ("warming", len(history))
     working = warming([*history, 5, 5], slot=1, num_computed=len(history))  # work left
-    found = index.match(sequence([*SYSTEM, *tail(2, 50)]), [working])
-    assert found is not None and (found.tier, found.length) == ("warming", 300)
+    for warm in (done, working):
+        assert index.match(sequence([*SYSTEM, *tail(2, 50)]), [warm]) is None
+        found = index.match(sequence([*history, *tail(3, 20)]), [warm])
+        assert found is not None and (found.tier, found.length) == ("warming", len(history))
 
 
 def test_a_group_does_not_take_over_a_warming_sequence() -> None:
@@ -246,6 +246,10 @@ def test_a_final_state_read_after_its_next_turn_was_prefetched_is_gone_on_from_i
         index.kept_final(computed([*SYSTEM, *tail(10 + i, 64)]), "alice")
     found = index.match(sequence(next_turn, scope="alice"))  # bounded: the system prompt's
     assert found is not None and (found.tier, found.length) == ("ram", len(SYSTEM))
+    # a restore is not worth a few tokens (the stores' own states share a block at least)
+    index = ReuseIndex(can_cut=True, budget=BUDGET)
+    index.kept_final(computed([*SYSTEM[: MIN_RESIDENT - 1], *tail(9, 40)]), "alice")
+    assert index.match(sequence(next_turn, scope="alice")) is None
 
 
 def test_a_resident_with_its_prompts_last_logits_serves_the_same_prompt_whole() -> None:

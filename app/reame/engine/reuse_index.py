@@ -4,7 +4,8 @@ A computed state can be in six places, and one `match` looks at all of them:
 - resident: a free sequence (slot) whose KV still holds what a finished request computed
   (`insert`ed as it left); taken with nothing copied;
 - warming: an answered sequence still in its slot, computing its next turn's start in idle time
-  (engine/warm_ahead.py); taken over likewise;
+  (engine/warm_ahead.py); taken over likewise, by a request that goes on from all it computed
+  (its state is not read yet);
 - pinned, ram, disk, shared: stored states a worker thread prefetched for the request before it
   was queued (cache/prefix_reuse.py `prefetch`: its session's state, the longest whole stored
   prefix, a stored state that shares more and then parts), already in memory; restored into an
@@ -155,10 +156,11 @@ class ReuseIndex:
                 if warm.request.scope == request.scope:
                     held = Resident.of(warm, warm.num_computed)
                     length = self._usable(held, seq)
-                    # NOTE: one whose work is done waits for its state to be read (a first
-                    # token waited meanwhile, Engine._turn): taken over for less than it
-                    # holds, that state would be lost (its next turn computed 84 tokens, not 20)
-                    if warm.num_computed == len(warm.tokens) and length < warm.num_computed:
+                    # NOTE: its state is not read yet: taken over for less than it computed,
+                    # its conversation's would be lost (a next turn computed 84 tokens, not 20;
+                    # 2 of 4 requests sharing 28 tokens took one over once its idle-time work
+                    # waited for them, stop 55). It yields instead, read first.
+                    if length < warm.num_computed:
                         continue
                     found.append(Match("warming", length, held, warm.slot))
         for stored in request.stored:
@@ -167,9 +169,10 @@ class ReuseIndex:
         for scope, final in self._finals:
             if final.session != request.session or any(s.state is final for s in request.stored):
                 continue
-            if final.session or scope == request.scope:  # NOTE: a session's is its owner's
-                tier = "pinned" if final.session else "ram"
-                found.append(Match(tier, self._usable(final, seq), final, state=final))
+            if final.session:  # NOTE: a session's is its owner's
+                found.append(Match("pinned", self._usable(final, seq), final, state=final))
+            elif scope == request.scope and (length := self._usable(final, seq)) >= MIN_RESIDENT:
+                found.append(Match("ram", length, final, state=final))
         best = max(
             (m for m in found if m.length > 0),
             key=lambda m: (m.length, -TIERS.index(m.tier)),
