@@ -78,7 +78,10 @@ class Scheduler:
         self.background: deque[Sequence] = deque()  # idle-time work, admitted after the rest
         self.background_ready = False  # the engine lets idle-time work start now
         # a request is on its way in (engine/idle_gate.py): no idle-time step starts, which it
-        # would wait behind (0.7 s at the Qwen3 1.7B shape)
+        # would wait behind (0.7 s at the Qwen3 1.7B shape). NOTE: the engine copies the gate's
+        # answer in once a turn, so that background_wait, is_idle and schedule agree: read live,
+        # is_idle could say "wait" where background_wait gave no timeout, and warm-ahead would
+        # then wait for the next request if the one on its way in was refused
         self.holds_idle_work = False
         self.late: deque[LateFork] = deque()  # first first
         self.running: list[Sequence] = []
@@ -117,11 +120,9 @@ class Scheduler:
         may start, and background_ready says so); None: none waits. (No gauge as warm-ahead's:
         what it computes, a next turn would compute anyway, on its way to a first token.)"""
         wait = None
-        if self.has_requests:
-            pass
-        elif self.holds_idle_work and (self.background or self.warming):
+        if not self.has_requests and self.holds_idle_work and (self.background or self.warming):
             wait = ARRIVING_POLL_SECONDS
-        elif self.background:
+        elif not self.has_requests and self.background:
             wait = max(0.0, BACKGROUND_AFTER_SECONDS - idle_for)
         self.background_ready = wait == 0.0
         return wait
