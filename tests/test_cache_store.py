@@ -577,6 +577,37 @@ def test_states_ram_still_holds_wait_for_the_writer_whatever_their_bytes(tmp_pat
         cache.close()
 
 
+def test_a_stopping_servers_last_states_wait_for_room_in_the_write_queue(tmp_path: Path) -> None:
+    """Stop 56: a server stopping computes its queued idle-time work (histories for next
+    turns), whose states met a full queue (8 states, behind writes that waited for quiet) and
+    the newest was dropped, to be computed again after the restart. Once the writes hurry (the
+    server stops), a state waits for room instead."""
+    cache = cache_held_back(tmp_path)  # RAM keeps them all
+    writer = cache.writer
+    assert writer is not None
+    write_one = writer._write_one
+
+    def slow_write(item: Write) -> None:
+        time.sleep(0.05)
+        write_one(item)
+
+    writer._write_one = slow_write  # type: ignore[method-assign]
+    busy = threading.Event()
+    busy.set()
+    try:
+        writer_holding_first(cache, busy)
+        for seed in range(8):  # the queue's 8, held back while the engine computes
+            cache.offer(state_of(prompt(seed, 100)))
+        drops = metric("reame_prefix_cache_write_drops_total")
+        cache.hurry_writes()
+        for seed in range(10, 13):
+            cache.offer(state_of(prompt(seed, 100)))
+        assert metric("reame_prefix_cache_write_drops_total") == drops
+    finally:
+        cache.close()
+    assert len(kvs_files(tmp_path)) == 12
+
+
 def alone_in_queue(cache: PrefixCache) -> int:
     """Bytes of the states the writer holds (queued or being written) that RAM has let go."""
     writer = cache.writer

@@ -15,7 +15,7 @@ from fake_llama import FakeContext, FakeModel, reference
 from reame import metrics
 from reame.engine.engine import Engine
 from reame.engine.outbox import Kept
-from reame.engine.request import Event, FinishEvent, GenerationRequest, TokenEvent
+from reame.engine.request import Event, Finish, FinishEvent, GenerationRequest, TokenEvent
 from reame.llama.context import ContextShape
 from reame.sampling import SamplingParams
 from reame.saved_state import SavedState
@@ -446,3 +446,51 @@ def test_an_idle_time_step_stops_for_a_request_that_does_not_go_on_from_it(goes_
             assert [k.state.tokens for k in kept if k.is_final] == [tuple(history)]
     finally:
         assert engine.close()
+
+
+@pytest.mark.parametrize("work_seconds", [0.0, 5.0])
+def test_idle_time_work_queued_at_close_runs_first_within_its_time(work_seconds: float) -> None:
+    # stop 56: a history queued for idle time when the server stopped was dropped, so after a
+    # restart its next turn computed it again (111-122 tokens at the Qwen3 1.7B shape, not 20)
+    kept: list[Kept] = []
+    engine, context = make_engine(on_state=kept.append)
+    history = list(range(2, 42))
+    work = Run()
+    engine.submit(
+        GenerationRequest(history, greedy(1), keep_state=True, background=True), work.sink
+    )
+    assert engine.close(work_seconds=work_seconds)  # before the engine is idle long enough
+    finals = [k.state.tokens for k in kept if k.is_final]
+    if work_seconds:
+        assert work.tokens == reference(history, 1)
+        assert finals == [tuple(history)]
+    else:
+        assert work.finish.reason is Finish.ABORT and context.batches == [] and finals == []
+
+
+def test_idle_time_work_at_close_stops_inside_its_step_when_its_time_is_up() -> None:
+    kept: list[Kept] = []
+    engine, context = make_engine(on_state=kept.append, step_seconds=2.0)
+    started = decode_started(context)
+    history = list(range(2, 42))
+    work = Run()
+    engine.submit(
+        GenerationRequest(history, greedy(1), keep_state=True, background=True), work.sink
+    )
+    began = time.monotonic()
+    assert engine.close(work_seconds=0.2)
+    assert started.is_set() and context.interrupted == 1
+    assert time.monotonic() - began < 1.5  # not the step's 2 s
+    assert work.finish.reason is Finish.ABORT and [k for k in kept if k.is_final] == []
+
+
+def test_a_request_still_in_at_close_ends_at_once_and_no_idle_time_work_runs() -> None:
+    engine, context = make_engine(on_state=lambda kept: None, step_seconds=0.05)
+    prompt = list(range(30, 40))
+    run = submit(engine, prompt, greedy(50))
+    assert decode_started(context).wait(5)
+    engine.submit(GenerationRequest(list(range(2, 42)), greedy(1), background=True), Run().sink)
+    num_batches = len(context.batches)
+    assert engine.close(work_seconds=5.0)
+    assert run.finish.reason is Finish.ABORT
+    assert len(context.batches) <= num_batches + 1  # the step under way, no more

@@ -3,6 +3,8 @@ model or an engine."""
 
 from __future__ import annotations
 
+import time
+
 from reame.engine.idle_gate import IdleGate
 
 HISTORY = list(range(100, 164))
@@ -33,3 +35,14 @@ def test_a_step_stops_for_a_request_that_does_not_go_on_from_all_of_its_work() -
         assert not gate.stops()
     gate.submitted([*HISTORY, 1, 2])  # no step under way: the next one stops at once
     assert gate.stops()
+
+
+def test_a_step_under_way_stops_once_the_engine_is_stopping_and_its_time_is_up() -> None:
+    gate = IdleGate()
+    with gate.under_way((HISTORY,)):
+        gate.ends_at(time.monotonic() + 60)
+        assert not gate.stops()
+        gate.ends_at(time.monotonic())
+        assert gate.stops()
+        gate.taken()  # no request came: the time is still up
+        assert gate.stops()

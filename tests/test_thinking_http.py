@@ -18,6 +18,7 @@ from openai import BadRequestError, OpenAI
 from reame.llama.model import Model
 from reame_command import reame_command
 from server_process import ServerProcess, free_port, small_server
+from state_dirs import new_state_dir
 
 pytestmark = pytest.mark.model
 
@@ -252,6 +253,45 @@ def test_a_turn_that_restored_nothing_has_its_history_computed_from_its_answer(
     warm = ask(client, messages, max_tokens=48, extra_body=BUDGET)
     assert warm.usage.prompt_tokens_details.cached_tokens >= warm.usage.prompt_tokens - 16
     answer_as_cold([messages], [warm.choices[0].message])
+
+
+def test_histories_queued_when_the_server_stops_are_computed_and_found_after_its_restart() -> None:
+    """Stop 56: three conversations' first turns back to back (no idle time between them, so
+    their histories wait, one for each of the four sequences at most), then the server stopped
+    at once: what still waited was dropped (the last turn's history at least), and its second
+    turn after the restart computed its first turn's answer again (64 tokens). Now they are
+    computed before the process exits (idle_work_on_stop_seconds) and stored."""
+    args = ("--chat-template-file", str(TEMPLATES / "chatml-think-open.jinja"))
+    env = {"REAME_STATE_DIR": str(new_state_dir())}
+    system = {"role": "system", "content": "You answer questions about geography. " * 10}
+    countries = ("Spain", "Italy", "Norway")
+    firsts = [
+        [system, {"role": "user", "content": f"What is the capital of {c}?"}] for c in countries
+    ]
+    server = small_server(*args, parallel=4, context_length=1024, env=env)
+    try:
+        c = OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+        answers = [ask(c, m, max_tokens=48, extra_body=BUDGET).choices[0].message for m in firsts]
+    finally:
+        assert server.stop() == 0
+    server = small_server(*args, parallel=4, context_length=1024, env=env)
+    try:
+        c = OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+        sent, got = [], []
+        for first, answer in zip(firsts, answers, strict=True):
+            messages = [
+                *first,
+                {"role": "assistant", "content": answer.content},
+                {"role": "user", "content": "And its largest river?"},
+            ]
+            warm = ask(c, messages, max_tokens=48, extra_body=BUDGET)
+            computed = warm.usage.prompt_tokens - warm.usage.prompt_tokens_details.cached_tokens
+            assert computed <= 16, computed  # the new question and the generation prompt
+            sent.append(messages)
+            got.append(warm.choices[0].message)
+    finally:
+        server.stop()
+    answer_as_cold(sent, got)
 
 
 def later_turn_equals_cold(client: OpenAI, args: tuple[str, ...], model: str = "smollm2-135m"):

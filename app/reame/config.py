@@ -146,6 +146,14 @@ class Settings(BaseSettings):
         "so a proxy's health checks take the replica out first (behind HAProxy: above its "
         "check interval times fall)",
     )
+    idle_work_on_stop_seconds: float = Field(
+        5.0,
+        ge=0,
+        le=60,
+        description="on stop, once no request is left, the idle-time work still queued (a "
+        "history computed ahead, warm-ahead) runs this long at most, so the next turns after a "
+        "restart find it stored",
+    )
     stream_interval_ms: float = Field(
         30.0, ge=0, le=1000, description="gather a stream's tokens this long between writes"
     )

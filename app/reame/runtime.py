@@ -305,7 +305,9 @@ class Runtime:
     def close(self) -> None:
         if self.preload is not None:
             self.preload.close()
-        is_stopped = self.engine.close()
+        if self.cache is not None:  # NOTE: the idle-time work next fills the writer's queue
+            self.cache.hurry_writes()
+        is_stopped = self.engine.close(work_seconds=self.settings.idle_work_on_stop_seconds)
         self.controller_saver.close()  # NOTE: after the engine's last step; no llama.cpp memory
         if not is_stopped:
             # NOTE: freeing the context under a llama_decode still running would crash the

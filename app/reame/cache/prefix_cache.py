@@ -378,6 +378,12 @@ class PrefixCache:
         """Bytes of states waiting for the writer."""
         return self.writer.queued_bytes if self.writer is not None else 0
 
+    def hurry_writes(self) -> None:
+        """From now on snapshots are written as they come, not after the engine's quiet (the
+        server stops: no request will meet the compression)."""
+        if self.writer is not None:
+            self.writer.hurry()
+
     def flush(self, timeout: float = 30.0) -> None:
         """Wait until queued snapshots are written (tests, shutdown)."""
         if self.writer is not None:

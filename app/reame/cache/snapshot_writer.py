@@ -1,6 +1,7 @@
 """The prefix cache's background writer: each state is encoded once, written to disk, then the
 same bytes to the shared tier. A bounded queue: a state offered while the writer is behind is
-dropped and counted, never waited for.
+dropped and counted, never waited for, but while the server stops (`hurry`), when no request
+waits on the engine.
 
 Its bound in bytes counts only the queued states the RAM tier has let go: a state RAM still
 holds costs the queue no memory of its own. Counting them all dropped the newest states of a
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("reame.cache")
 
 _STOP = object()
+CLOSING_ROOM_SECONDS = 5.0  # a state offered while the writer hurries waits this long for room
 
 
 @dataclass(slots=True, frozen=True)
@@ -82,6 +84,11 @@ class SnapshotWriter:
         self._thread.start()
 
     def enqueue(self, item: Write) -> None:
+        if self._is_closing:  # NOTE: a stopping server's last states wait for room: dropped,
+            # they are lost with the process (the newest, computed as it stopped, for its restart)
+            deadline = time.monotonic() + CLOSING_ROOM_SECONDS
+            while self._queue.full() and self._thread.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.01)
         size = len(item.state.data)
         with self._queued_lock:
             if item.covers:
@@ -227,9 +234,13 @@ class SnapshotWriter:
         self._queue.put(_FlushMark(done))
         done.wait(timeout)
 
-    def close(self, timeout: float = 30.0) -> None:
+    def hurry(self) -> None:
+        """Write at once from now on, without waiting for the engine's quiet."""
         self._is_closing = True
         self._hurry.set()
+
+    def close(self, timeout: float = 30.0) -> None:
+        self.hurry()
         if self._thread.is_alive():
             self._queue.put(_STOP)
             self._thread.join(timeout)

@@ -11,12 +11,14 @@ thread's life (start, death, close) are the engine's edge, kept together.
 
 from __future__ import annotations
 
+import math
 import queue
 import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 
@@ -43,7 +45,11 @@ log = structlog.get_logger("reame.engine")
 SWITCH_INTERVAL_SECONDS = 0.001
 
 
-_STOP = object()
+@dataclass(frozen=True, slots=True)
+class _Stop:
+    until: float  # idle-time work already queued runs until then (time.monotonic())
+
+
 STALLED_POLL_SECONDS = 0.1  # every request waits for its reader: the queue's time limit still runs
 
 
@@ -78,6 +84,7 @@ class Engine:
         self._max_in_flight = context.shape.num_sequences + max_waiting
         self._num_in_flight = 0
         self.idle = IdleGate()  # idle-time work never makes a request wait
+        self._stops_at: float | None = None  # asked to stop: idle-time work runs until then
         self._in_flight_lock = threading.Lock()
         self._on_state = on_state
         self._spec = speculation
@@ -224,12 +231,15 @@ class Engine:
         """Stop computing a request whose reader fell behind (held), or go on (not held)."""
         self._inbox.put(Hold(request_id, held))
 
-    def close(self, timeout: float = 30.0) -> bool:
+    def close(self, timeout: float = 30.0, work_seconds: float = 0.0) -> bool:
         """Stop the engine thread (requests still in it end as aborted); False if it is still
-        inside llama.cpp after `timeout`: then nothing it uses may be freed."""
+        inside llama.cpp after `timeout` more: then nothing it uses may be freed.
+        `work_seconds`: where no request is in, the idle-time work queued (a history computed
+        ahead, warm-ahead) runs for up to this long first, so that what it computes outlives
+        the process (the next turn after a restart finds it stored)."""
         if self._thread.is_alive():
-            self._inbox.put(_STOP)
-            self._thread.join(timeout)
+            self._inbox.put(_Stop(time.monotonic() + work_seconds))
+            self._thread.join(timeout + work_seconds)
         return not self._thread.is_alive()
 
     # -- the engine thread ------------------------------------------------------------------
@@ -275,6 +285,8 @@ class Engine:
         plan = self._schedule()
         if plan is None:
             return False
+        if not plan and self._stops_at is not None and not self.scheduler.background:
+            return False  # stopping, and the idle-time work is done
         if plan:
             began = time.perf_counter()
             is_warm = plan.parts[0].seq.state is SeqState.WARMING  # NOTE: they run alone
@@ -294,11 +306,17 @@ class Engine:
         then the step's plan (empty: nothing to compute). None once asked to stop."""
         scheduler, update = self.scheduler, self.update
         now = time.monotonic()
+        closing = self._stops_at is not None
+        if closing and now >= self._stops_at:
+            return None
         if not scheduler.has_requests:
             update.warm_gauge.idle(now)
         scheduler.holds_idle_work = self.idle.holds
-        wait = scheduler.background_wait(update.warm_gauge.idle_for(now))
+        idle_for = math.inf if closing else update.warm_gauge.idle_for(now)
+        wait = scheduler.background_wait(idle_for)
         is_idle = scheduler.is_idle
+        if is_idle and closing:  # the idle-time work is done
+            return None
         if scheduler.is_stalled:
             is_idle, wait = True, STALLED_POLL_SECONDS
         if is_idle:  # NOTE: the gauges too: no step may come to publish them for a while
@@ -369,8 +387,11 @@ class Engine:
         except queue.Empty:
             return True
         while True:
-            if msg is _STOP:
-                return False
+            if isinstance(msg, _Stop):
+                if msg.until <= time.monotonic() or self._serves_requests():
+                    return False
+                self._stops_at = msg.until
+                self.idle.ends_at(msg.until)
             if isinstance(msg, Sequence):
                 if not msg.request.background:
                     self.update.warm_gauge.arrived(msg.queued_at)
@@ -384,6 +405,12 @@ class Engine:
                 msg = self._inbox.get_nowait()
             except queue.Empty:
                 return True
+
+    def _serves_requests(self) -> bool:
+        """A request (not idle-time work) is in: waiting, waiting for a slot or running."""
+        scheduler = self.scheduler
+        running = any(not seq.request.background for seq in scheduler.running)
+        return bool(scheduler.waiting or scheduler.late) or running
 
     def _wake_consumers(self) -> None:
         for ref in self._wake_hooks:

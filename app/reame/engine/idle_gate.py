@@ -12,7 +12,9 @@ computed that history again itself (88 tokens, not 20).
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -23,6 +25,7 @@ class IdleGate:
         self._num_arriving = 0
         self._work: tuple[Sequence[int], ...] = ()  # what the step under way computes
         self._stops = False
+        self._ends_at = math.inf  # asked to stop: no step under way goes past it
 
     @contextmanager
     def arriving(self) -> Iterator[None]:
@@ -61,6 +64,12 @@ class IdleGate:
         finally:
             self._work = ()
 
+    def ends_at(self, deadline: float) -> None:
+        """The engine is asked to stop: idle-time work runs until `deadline` (time.monotonic()),
+        a step under way then stops."""
+        self._ends_at = deadline
+
     def stops(self) -> bool:
-        """The step under way stops: a request came that goes on from none of its work."""
-        return self._stops
+        """The step under way stops: a request came that goes on from none of its work, or
+        the engine is stopping and its time for idle-time work is up."""
+        return self._stops or time.monotonic() >= self._ends_at
