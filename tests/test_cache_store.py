@@ -608,6 +608,30 @@ def test_a_stopping_servers_last_states_wait_for_room_in_the_write_queue(tmp_pat
     assert len(kvs_files(tmp_path)) == 12
 
 
+def test_a_state_ram_let_go_is_found_while_it_waits_for_the_writer(tmp_path: Path) -> None:
+    """Stop 56: at the Qwen3 1.7B shape RAM holds about 8 states and the writer waits for the
+    engine's quiet (up to 10 s), so a later turn missed its history, let go by RAM and not yet
+    on disk, and computed it again (69 tokens, not 22). It is found in the writer's queue."""
+    config = CacheConfig(tmp_path, 60_000, 1 << 30, min_tokens=MIN_TOKENS, max_write_delay=60.0)
+    cache = PrefixCache(config, FINGERPRINT)  # RAM keeps one 50 kB state
+    busy = threading.Event()
+    busy.set()
+    try:
+        writer_holding_first(cache, busy)
+        for seed in range(3):  # RAM lets each go as the next comes
+            cache.offer(state_of(prompt(seed, 100)))
+        assert kvs_files(tmp_path) == []  # none written yet
+        # a longer one serves a prompt that parts from it, then a whole one
+        assert [h.state for h in cache.longer([*prompt(0, 90), 5, 5], "", 0)] == [
+            state_of(prompt(0, 100))
+        ]
+        hit = cache.lookup([*prompt(1, 100), 7, 8, 9])
+        assert hit is not None and hit.state == state_of(prompt(1, 100))
+    finally:
+        busy.clear()
+        cache.close()
+
+
 def alone_in_queue(cache: PrefixCache) -> int:
     """Bytes of the states the writer holds (queued or being written) that RAM has let go."""
     writer = cache.writer

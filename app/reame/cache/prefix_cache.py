@@ -240,10 +240,13 @@ class PrefixCache:
     def _find_in(
         self, source: str, group: str, chain: list[str], tokens: list[int], floor: int = 0
     ) -> Hit | None:
-        tier = self.ram if source == "ram" else self.disk
-        if tier is None:
+        if source == "ram":
+            entries = self.ram.entries(group)
+        elif self.disk is not None:
+            entries = [*self.disk.entries(group), *self._waiting(group)]
+        else:
             return None
-        for length, key in sorted(tier.entries(group), reverse=True):
+        for length, key in sorted(entries, reverse=True):
             if not max(self.config.min_tokens, floor + 1) <= length <= len(tokens):
                 continue
             if key != prefix_key(chain, tokens, length):
@@ -261,8 +264,20 @@ class PrefixCache:
             return Hit(state, source)
         return None
 
+    def _waiting(self, group: str) -> list[tuple[int, str]]:
+        """(length, key) of the states of one group the writer has not written yet: RAM may
+        have let them go (at the Qwen3 1.7B shape it holds about 8), and the writer waits for
+        the engine's quiet (up to max_write_delay): a later turn missed its history so."""
+        waiting = self.writer.waiting(group) if self.writer is not None else []
+        return [(w.length, w.key) for w in waiting]
+
     def _read(self, group: str, length: int, key: str) -> SavedState | None:
+        """A disk tier's state: its file, checked, or the writer's still queued copy."""
         assert self.disk is not None
+        if self.writer is not None:
+            for write in self.writer.waiting(group):
+                if write.key == key and write.length == length:
+                    return write.state
         path = self.disk.path(group, length, key)
         with metrics.PREFIX_LOAD_SECONDS.labels("disk", "fetch").time():
             data = self.disk.read(path)

@@ -143,6 +143,13 @@ class SnapshotWriter:
             self._queued_bytes -= len(write.state.data)
             metrics.PREFIX_WRITES_COVERED.inc()
 
+    def waiting(self, group: str) -> list[Write]:
+        """The states of one group queued or being written: until their files are there, a
+        lookup finds them here (RAM may have let them go)."""
+        with self._queue.mutex:
+            held = [*self._queue.queue, self._writing]
+        return [w for w in held if isinstance(w, Write) and w.group == group]
+
     @property
     def queued_bytes(self) -> int:
         return self._queued_bytes

@@ -388,7 +388,7 @@ class Engine:
             return True
         while True:
             if isinstance(msg, _Stop):
-                if msg.until <= time.monotonic() or self._serves_requests():
+                if msg.until <= time.monotonic() or self.scheduler.serves_requests:
                     return False
                 self._stops_at = msg.until
                 self.idle.ends_at(msg.until)
@@ -405,12 +405,6 @@ class Engine:
                 msg = self._inbox.get_nowait()
             except queue.Empty:
                 return True
-
-    def _serves_requests(self) -> bool:
-        """A request (not idle-time work) is in: waiting, waiting for a slot or running."""
-        scheduler = self.scheduler
-        running = any(not seq.request.background for seq in scheduler.running)
-        return bool(scheduler.waiting or scheduler.late) or running
 
     def _wake_consumers(self) -> None:
         for ref in self._wake_hooks:

@@ -99,6 +99,12 @@ class Scheduler:
         return bool(self.running or self.waiting or self.late)
 
     @property
+    def serves_requests(self) -> bool:
+        """A request that is not idle-time work runs, waits, or waits for a slot."""
+        running = any(not seq.request.background for seq in self.running)
+        return bool(self.waiting or self.late) or running
+
+    @property
     def first_token_waits(self) -> bool:
         """A request (not idle-time work) waits for its first token: queued, waiting for a
         slot, or its prompt not yet computed."""
