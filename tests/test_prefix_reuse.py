@@ -76,6 +76,18 @@ def test_the_plan_snapshots_past_what_it_restores_and_not_what_is_stored(
     assert session.snapshot_at == () and session.keep_state and session.keep_state_min_new == 0
 
 
+def test_an_answer_whose_history_is_computed_ahead_keeps_no_final_state(
+    reuse: PrefixReuse,
+) -> None:
+    """Its template drops the thought (the cuts where answers start): the next turn parts from
+    the final state where this answer starts, and the history computed ahead is what it goes on
+    from, for a session too. Fails without the rule (the final state kept)."""
+    for session in (None, ALICE):
+        plan = reuse.plan(PROMPT, "", session, marks=(100,), take_snapshots=True, must=(298,))
+        assert not plan.keep_state, session
+        assert 298 in plan.cold_cuts  # its chunks still end where its answer starts
+
+
 def test_a_finished_answer_is_pinned_for_its_session_and_offered_to_everyone(
     reuse: PrefixReuse,
 ) -> None:

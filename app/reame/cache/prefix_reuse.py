@@ -136,7 +136,7 @@ class PrefixReuse:
         """What a request may start from and keeps: the stored states found; snapshots at the
         policy's points past what it would use of them (but not of a prefix already stored);
         its final state, for a session always, else when it adds a block (the next turn starts
-        with this prompt and answer)."""
+        with this prompt and answer), but for none where the history is computed ahead."""
         points: tuple[int, ...] = ()
         cold: tuple[int, ...] = ()
         cuts: tuple[int, ...] = ()
@@ -165,7 +165,11 @@ class PrefixReuse:
             # would do; without a system prompt already held, no reuse was exact and the one
             # taken was not (greedy answers differed: docs/replay/stop52-widened)
             cuts = tuple(p for p in cold if 0 < p < end) if self._can_cut else ()
-        keeps_final = session is not None or (cache is not None and take_snapshots)
+        # NOTE: an answer whose history is computed ahead (`must`: its template drops the
+        # thought) keeps no final state: the next turn parts from it where the answer starts,
+        # and at the Qwen3 1.7B shape reading it out took 0.2 s of each second's pause
+        # between turns, the time the history needed (docs/replay/stop57-final-states)
+        keeps_final = not must and (session is not None or (cache is not None and take_snapshots))
         min_new = 0 if session is not None else MIN_NEW_FOR_FINAL
         return Reuse(stored, points, keeps_final, min_new, cold, cuts)
 
