@@ -51,6 +51,20 @@ class ContextShape:
 KV_TYPES = {"f16": lc.GGML_TYPE_F16, "q8_0": lc.GGML_TYPE_Q8_0}
 
 
+# NOTE: bytearray(size) fills its pages with zeros holding the GIL: for a 69 MB state of the
+# Qwen3 1.7B shape 45 ms alone, 0.2 s in a busy server, while no request could come in (the
+# event loop waited: docs/replay/stop57-final-states). Unfilled, its pages are first touched
+# by llama.cpp's copy, which runs without the GIL (what it does not write is cut off).
+_new_bytearray = ctypes.pythonapi.PyByteArray_FromStringAndSize
+_new_bytearray.restype = ctypes.py_object
+_new_bytearray.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t]
+
+
+def _unfilled(size: int) -> bytearray:
+    """A bytearray of `size` bytes whose contents are whatever its memory held."""
+    return _new_bytearray(None, size)
+
+
 class Context:
     """One llama context: a KV cache for several sequences, plus one batch."""
 
@@ -170,7 +184,7 @@ class Context:
         """Written straight into the buffer that keeps it: a second 30 MB copy, on fresh
         pages, took as long as the first."""
         size = lc.llama_state_seq_get_size_ext(self._ptr, seq_id, flags)
-        data = bytearray(size)
+        data = _unfilled(size)
         view = (ctypes.c_uint8 * size).from_buffer(data)
         written = lc.llama_state_seq_get_data_ext(self._ptr, view, size, seq_id, flags)
         del view  # NOTE: a bytearray with a live export cannot be resized
