@@ -52,9 +52,9 @@ KV_TYPES = {"f16": lc.GGML_TYPE_F16, "q8_0": lc.GGML_TYPE_Q8_0}
 
 
 # NOTE: bytearray(size) fills its pages with zeros holding the GIL: for a 69 MB state of the
-# Qwen3 1.7B shape 45 ms alone, 0.2 s in a busy server, while no request could come in (the
-# event loop waited: docs/replay/stop57-final-states). Unfilled, its pages are first touched
-# by llama.cpp's copy, which runs without the GIL (what it does not write is cut off).
+# Qwen3 1.7B shape 39 ms in a process alone, up to 0.23 s in a server on pages new to it, while
+# no request could come in (docs/replay/stop57-final-states). Unfilled, its pages are first
+# touched by llama.cpp's copy, which runs without the GIL (what it does not write is cut off).
 _new_bytearray = ctypes.pythonapi.PyByteArray_FromStringAndSize
 _new_bytearray.restype = ctypes.py_object
 _new_bytearray.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t]
