@@ -274,10 +274,9 @@ class PrefixCache:
     def _read(self, group: str, length: int, key: str) -> SavedState | None:
         """A disk tier's state: its file, checked, or the writer's still queued copy."""
         assert self.disk is not None
-        if self.writer is not None:
-            for write in self.writer.waiting(group):
-                if write.key == key and write.length == length:
-                    return write.state
+        queued = self.writer.waiting_state(group, length, key) if self.writer else None
+        if queued is not None:
+            return queued
         path = self.disk.path(group, length, key)
         with metrics.PREFIX_LOAD_SECONDS.labels("disk", "fetch").time():
             data = self.disk.read(path)

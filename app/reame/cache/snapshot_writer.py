@@ -150,6 +150,11 @@ class SnapshotWriter:
             held = [*self._queue.queue, self._writing]
         return [w for w in held if isinstance(w, Write) and w.group == group]
 
+    def waiting_state(self, group: str, length: int, key: str) -> SavedState | None:
+        """The state of one queued or in-progress write, if it is still waiting."""
+        found = (w.state for w in self.waiting(group) if w.key == key and w.length == length)
+        return next(found, None)
+
     @property
     def queued_bytes(self) -> int:
         return self._queued_bytes
