@@ -178,6 +178,35 @@ def test_a_locked_slot_is_not_evicted_and_eviction_takes_the_least_recent() -> N
     assert index.evict([0, 2]) == 2
 
 
+def test_another_conversation_is_not_cut_back_where_a_stored_state_can_go_in_an_empty_slot():
+    """Stop 58: every request behind one system prompt went on in the slot that held it (the
+    first of equal length), cutting back the conversation there, while the other slots stayed
+    empty; a history computed ahead then found its conversation gone and computed it again from
+    the system prompt's end (226 tokens where 115 would do, at the Qwen3 1.7B shape). Where a
+    slot is empty, a stored state as long is restored there instead."""
+    index = ReuseIndex(can_cut=True, budget=BUDGET)
+    index.insert(0, resident([*SYSTEM, *tail(1, 120)]))  # another conversation's turn
+    mine = sequence([*SYSTEM, *tail(2, 40)], (Stored("ram", computed(SYSTEM)),))
+    found = index.match(mine, spare=True)
+    assert found is not None and (found.tier, found.length) == ("ram", 300)
+    found = index.match(mine)  # no slot empty: it is cut back, no restore
+    assert found is not None and (found.tier, found.slot, found.length) == ("resident", 0, 300)
+    index.insert(1, resident([*SYSTEM, *tail(3, 20)]))  # hardly past the system prompt
+    found = index.match(mine, spare=True)
+    assert found is not None and (found.tier, found.slot) == ("resident", 1)
+
+
+def test_the_scheduler_restores_into_an_empty_slot_and_leaves_a_conversation_resident() -> None:
+    context = FakeContext(ContextShape(2 * 512, BUDGET, 2, 1))  # chunks as `computed`'s
+    scheduler = Scheduler(context, 512, keeps_prompts=True)
+    scheduler.reuse.insert(0, resident([*SYSTEM, *tail(1, 120)]))  # another conversation's
+    mine = sequence([*SYSTEM, *tail(2, 40)], (Stored("ram", computed(SYSTEM)),))
+    scheduler.add(mine)
+    assert scheduler.admit(0.0).admitted == [mine]
+    assert mine.slot == 1 and mine.num_cached == 300
+    assert scheduler.reuse.holds(0)  # the other conversation is still there
+
+
 @pytest.mark.parametrize("width", [1, 2])
 def test_the_queues_first_request_keeps_the_warming_sequence_it_goes_on_from(width: int) -> None:
     context = FakeContext(ContextShape(2 * 512, 64, 2, 1))

@@ -137,9 +137,13 @@ class ReuseIndex:
         the engine has measured them."""
         return self._paths.granule
 
-    def match(self, seq: Sequence, warming: Iterable[Sequence] = ()) -> Match | None:
+    def match(
+        self, seq: Sequence, warming: Iterable[Sequence] = (), spare: bool = False
+    ) -> Match | None:
         """The longest reusable start of `seq`'s prompt over every tier, None if nothing is
-        worth going on from (a resident prefix shorter than MIN_RESIDENT is not)."""
+        worth going on from (a resident prefix shorter than MIN_RESIDENT is not). `spare`: a
+        free slot holds nothing, so a stored state as long can be restored there rather than
+        another conversation's KV cut back."""
         request = seq.request
         found: list[Match] = []
         for slot, resident in self._resident.items():
@@ -173,13 +177,27 @@ class ReuseIndex:
                 found.append(Match("pinned", self._usable(final, seq), final, state=final))
             elif scope == request.scope and (length := self._usable(final, seq)) >= MIN_RESIDENT:
                 found.append(Match("ram", length, final, state=final))
+        # NOTE: every request behind one system prompt went on in the one slot that held it
+        # (the first of equal length), cutting back the conversation there: at the Qwen3 1.7B
+        # shape three slots of four stayed empty, and a history computed ahead, queued behind
+        # others, found its conversation gone and computed it again from the system prompt's
+        # end (226 tokens where 115 would do: docs/replay/stop58-long-answers)
         best = max(
             (m for m in found if m.length > 0),
-            key=lambda m: (m.length, -TIERS.index(m.tier)),
+            key=lambda m: (m.length, not (spare and self._cuts_off(m)), -TIERS.index(m.tier)),
             default=None,
         )
         metrics.REUSE_MATCHES.labels(best.tier if best else "none").inc()
         return best
+
+    @staticmethod
+    def _cuts_off(match: Match) -> bool:
+        """Going on from `match` cuts a resident slot's KV back by a sequence's worth."""
+        return match.tier == "resident" and len(match.held.tokens) - match.length >= MIN_RESIDENT
+
+    def holds(self, slot: int) -> bool:
+        """A free slot's KV holds a resident entry."""
+        return slot in self._resident
 
     def _usable(self, held: Computed, seq: Sequence) -> int:
         """How much of `held` the request of `seq` goes on from (0: none): what they share

@@ -215,7 +215,7 @@ class Scheduler:
             and self.slots.num_free
         ):
             seq = self.background.popleft()
-            self._place(seq, self.reuse.match(seq, self.warming))
+            self._place(seq, self.reuse.match(seq, self.warming, self.slots.has_empty))
             out.admitted.append(seq)
         return out
 
@@ -228,7 +228,7 @@ class Scheduler:
         seq = self._next()
         if seq is None:
             return None
-        match = self.reuse.match(seq, self.warming)
+        match = self.reuse.match(seq, self.warming, self.slots.has_empty)
         self.reuse.lock(match)
         self._head = (seq, match)
         return match
@@ -243,7 +243,7 @@ class Scheduler:
     def _take_head(self, seq: Sequence) -> Match | None:
         """`seq`'s match: the locked one if it is the head, unlocked now; else a fresh one."""
         if self._head is None or self._head[0] is not seq:
-            return self.reuse.match(seq, self.warming)
+            return self.reuse.match(seq, self.warming, self.slots.has_empty)
         match = self._head[1]
         self.reuse.unlock(match)
         self._head = None

@@ -25,6 +25,11 @@ class Slots:
         return len(self._free)
 
     @property
+    def has_empty(self) -> bool:
+        """A free slot holds nothing (a stored state restored there cuts no one's KV)."""
+        return any(not self.reuse.holds(s) for s in self._free)
+
+    @property
     def num_unlocked(self) -> int:
         """Free slots an empty one may be made of (not one a waiting match holds)."""
         return sum(not self.reuse.is_locked(s) for s in self._free)
