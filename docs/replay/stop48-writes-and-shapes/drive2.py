@@ -7,10 +7,12 @@ trace = build_trace(os.environ.get("TRACE", "thinking"), N, 4, 400, 0)
 MODEL = httpx.get(url + "/v1/models").json()["data"][0]["id"]
 state = {int(k): v for k, v in json.load(open(statef)).items()} if os.path.exists(statef) else {}
 recs = json.load(open(out)) if os.path.exists(out) else []
-with httpx.Client(timeout=300) as c:
+# NOTE: FRESH_CONNECTIONS=1 for llama-server, which closes a kept-alive connection between calls
+fresh = httpx.Limits(max_keepalive_connections=0) if os.environ.get("FRESH_CONNECTIONS") else None
+with httpx.Client(timeout=300, **({"limits": fresh} if fresh else {})) as c:
     for r in trace.requests:
         if not first <= r.index <= last: continue
-        if r.pause: time.sleep(r.pause)
+        if r.pause: time.sleep(float(os.environ.get("PAUSE", r.pause)))
         sent, reply = state.get(r.conversation, (None, None))
         msgs = next_messages(r, sent, Reply(reply) if reply is not None else None)
         body = request_body(MODEL, r, msgs, MT)

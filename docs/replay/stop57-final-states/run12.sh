@@ -10,7 +10,7 @@ REAME_REASONING_BUDGET=4 REAME_STATE_DIR=$S PYTHONPATH=$T/app:$T/bench python3 "
   --chat-template-file "$T/tests/templates/chatml-think-open.jinja" 2>"$O/trace.err" >>"$O/serve.log" &
 pid=$!
 for _ in $(seq 240); do curl -sf http://127.0.0.1:$P/v1/models >/dev/null && break; sleep 1; done
-TRACE=thinking PYTHONPATH=$T/bench python3 "$R/stop48-writes-and-shapes/drive2.py" http://127.0.0.1:$P \
+PAUSE=${PAUSE:-1} TRACE=thinking PYTHONPATH=$T/bench python3 "$R/stop48-writes-and-shapes/drive2.py" http://127.0.0.1:$P \
   "$O/out.json" 1 12 12 ${MAX_TOKENS:-32} "$O/conv.json" >>"$O/drive.txt"
 kill -TERM $pid; while kill -0 $pid 2>/dev/null; do sleep 0.5; done
 cat "$O/drive.txt"; rm -rf "$S"
