@@ -22,7 +22,8 @@ Elsewhere the prompt's last token is always computed again.
 How much of any of them a request may go on from is decided here alone (`_usable`): the
 exactness rule of engine/exact_reuse.py, and on memory that cannot be cut (recurrent layers)
 all of a state or none. The longest wins; on a tie, the first in TIERS (nothing copied before
-a copy).
+a copy), but where a free slot is empty, a stored state before a resident slot it would cut back
+by a sequence's worth (another conversation's KV, kept for its next turn).
 
 Invariants:
 - a resident entry names a free slot whose KV holds exactly its tokens: inserted as its slot is
