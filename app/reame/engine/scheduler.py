@@ -215,7 +215,7 @@ class Scheduler:
             and self.slots.num_free
         ):
             seq = self.background.popleft()
-            self._place(seq, self.reuse.match(seq, self.warming, self.slots.has_empty))
+            self._place(seq, self._match(seq))
             out.admitted.append(seq)
         return out
 
@@ -228,10 +228,15 @@ class Scheduler:
         seq = self._next()
         if seq is None:
             return None
-        match = self.reuse.match(seq, self.warming, self.slots.has_empty)
+        match = self._match(seq)
         self.reuse.lock(match)
         self._head = (seq, match)
         return match
+
+    def _match(self, seq: Sequence) -> Match | None:
+        """Where `seq` goes on from, now (an empty free slot lets a stored state be restored
+        rather than another conversation cut back)."""
+        return self.reuse.match(seq, self.warming, self.slots.has_empty)
 
     def _fits(self, seq: Sequence) -> bool:
         """Enough sequences are free for `seq` (the warming one it goes on in counts)."""
@@ -243,7 +248,7 @@ class Scheduler:
     def _take_head(self, seq: Sequence) -> Match | None:
         """`seq`'s match: the locked one if it is the head, unlocked now; else a fresh one."""
         if self._head is None or self._head[0] is not seq:
-            return self.reuse.match(seq, self.warming, self.slots.has_empty)
+            return self._match(seq)
         match = self._head[1]
         self.reuse.unlock(match)
         self._head = None
