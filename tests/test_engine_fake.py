@@ -370,6 +370,33 @@ def test_idle_time_works_state_is_read_after_the_first_token_of_a_request_that_c
         engine.close()
 
 
+@pytest.mark.parametrize("can_cut", [False, True])
+def test_a_history_taken_over_unread_is_kept_where_memory_cannot_be_cut(
+    can_cut: bool,
+) -> None:
+    # stop 59: at the Qwen3.5 2B shape a next turn that came during its history's step took the
+    # history's sequence over before its state was read, and the state was lost: the turn's own
+    # history then went on from the answer before (220-228 tokens where 122 would do). Where
+    # memory can be cut, the state stays in the slot, to be cut back to: nothing is read
+    kept: list[Kept] = []
+    engine, context = make_engine(on_state=kept.append, step_seconds=0.05, can_cut=can_cut)
+    started = decode_started(context)
+    try:
+        history = list(range(2, 22))  # one step
+        request = GenerationRequest(history, greedy(1), keep_state=True, background=True)
+        engine.submit(request, Run().sink)
+        assert started.wait(5)  # its step runs: the next turn comes meanwhile
+        prompt = [*history, 40, 41, 42]
+        run = submit(engine, prompt, greedy(2))
+        assert run.wait() == reference(prompt, 2)
+        assert run.finish.num_cached_tokens == len(history)  # it went on in the history's slot
+        assert engine.close()
+        finals = [k.state.tokens for k in kept if k.is_final]
+        assert finals == ([] if can_cut else [tuple(history)])
+    finally:
+        engine.close()
+
+
 def test_a_history_read_while_its_next_turn_was_prefetched_is_gone_on_from_its_slot_taken() -> None:
     # stop 55: the next turn missed the history in the stores (it was being read), idle-time
     # work then took the one slot that held it, and the turn computed its whole prompt again

@@ -51,6 +51,8 @@ class Admission:
     too_old: list[Sequence] = field(default_factory=list)  # waited past max_wait: busy
     admitted: list[Sequence] = field(default_factory=list)  # running from now on
     late: list[LateFork] = field(default_factory=list)  # given a slot: restore and start
+    # warming sequences a request went on in, and their slots: what their KV holds is intact
+    taken_over: list[tuple[Sequence, int]] = field(default_factory=list)
 
 
 class Scheduler:
@@ -202,7 +204,8 @@ class Scheduler:
         # the rest start from its prompt's state later; the queue waits behind it)
         while (seq := self._next()) is not None and self._fits(seq):
             self.waiting.remove(seq)
-            self._place(seq, self._take_head(seq))
+            if (taken := self._place(seq, self._take_head(seq))) is not None:
+                out.taken_over.append(taken)
             for fork in seq.forks:
                 if self.slots.num_unlocked:
                     fork.slot = self.slots.take_empty()
@@ -215,7 +218,8 @@ class Scheduler:
             and self.slots.num_free
         ):
             seq = self.background.popleft()
-            self._place(seq, self._match(seq))
+            if (taken := self._place(seq, self._match(seq))) is not None:
+                out.taken_over.append(taken)
             out.admitted.append(seq)
         return out
 
@@ -254,19 +258,23 @@ class Scheduler:
         self._head = None
         return match
 
-    def _place(self, seq: Sequence, match: Match | None) -> None:
+    def _place(self, seq: Sequence, match: Match | None) -> tuple[Sequence, int] | None:
         """Put an admitted sequence where its match says, and start it: a warming sequence's
         slot is taken over (nothing copied; what warm-ahead had not computed yet it computes
-        as its own prompt), else Slots.place."""
+        as its own prompt), else Slots.place. The warming sequence taken over and its slot, if
+        one was."""
+        taken = None
         if match is not None and match.tier == "warming":
             warm = next(w for w in self.warming if w.slot == match.slot)
             self.warming.remove(warm)
             warm.slot, warm.state = -1, SeqState.FINISHED
             self.slots.go_on(seq, match.slot, match)
             metrics.WARM_AHEAD.labels("taken_over").inc()
+            taken = (warm, match.slot)
         else:
             self.slots.place(seq, match)
         self.start(seq)
+        return taken
 
     def _next(self) -> Sequence | None:
         """The waiting request a free sequence goes to (engine/fair_admission.py)."""

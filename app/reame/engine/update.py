@@ -62,7 +62,10 @@ class Update:
     # -- around a step ----------------------------------------------------------------------
 
     def admitted(self, admission: Admission) -> None:
-        """Apply what admission decided: ends, late candidates started, forced first runs."""
+        """Apply what admission decided: final states read that a request going on would
+        lose, ends, late candidates started, forced first runs."""
+        for warm, slot in admission.taken_over:
+            self._read_taken_over(warm, slot)
         for seq in admission.aborted:
             self.finish(seq, Finish.ABORT)
         for seq in admission.too_old:
@@ -376,15 +379,33 @@ class Update:
         starts alike. `counted`: in the warm-ahead metrics (not an answer with nothing to
         warm)."""
         is_done = seq.num_computed == len(seq.tokens)
-        data = self.moves.read(seq.slot)
-        if data is not None:
-            state = seq.saved(data)
-            self.out.states.append(Kept(state, seq.request.scope, True, seq.num_cached))
-            self.scheduler.reuse.kept_final(state, seq.request.scope)
+        self._keep_final(seq, seq.slot)
         if counted:
             metrics.WARM_AHEAD.labels("kept" if is_done else "yielded").inc()
         seq.warmed()
         self.scheduler.release(seq, keep_prompt=True)
+
+    def _keep_final(self, seq: Sequence, slot: int) -> None:
+        """Read what `seq` computed, in `slot`, and keep it as an answer's final state."""
+        data = self.moves.read(slot)
+        if data is not None:
+            state = seq.saved(data)
+            self.out.states.append(Kept(state, seq.request.scope, True, seq.num_cached))
+            self.scheduler.reuse.kept_final(state, seq.request.scope)
+
+    def _read_taken_over(self, warm: Sequence, slot: int) -> None:
+        """A request went on in `warm`'s slot before its final state was read (deferred for
+        a first token). Where memory can be cut, the state stays reachable in the slot it is
+        cut back from; where it cannot, it would be gone, so it is read now, before the request
+        computes in the slot."""
+        # NOTE: at the Qwen3.5 2B shape a next turn took its history's sequence over unread:
+        # its own history, computed ahead, then went on from the answer before (220-228 tokens
+        # where 122 would do; third turns 2.2-2.5 s: docs/replay/stop59-hybrid-takeover)
+        if not any(s is warm for s in self._finals_due):
+            return
+        self._finals_due = [s for s in self._finals_due if s is not warm]
+        if not self.moves.can_cut:
+            self._keep_final(warm, slot)
 
     def yield_warm(self) -> None:
         """Free the slots a waiting request needs from warming sequences, oldest first."""
