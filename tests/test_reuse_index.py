@@ -306,3 +306,23 @@ def test_a_resident_with_its_prompts_last_logits_serves_the_same_prompt_whole() 
     stiff.insert(0, answered)
     found = stiff.match(sequence(prompt))
     assert found is None or found.prompt_logits is None
+
+
+@pytest.mark.parametrize("can_cut", [True, False])
+def test_memory_that_cannot_be_cut_keeps_a_snapshot_point_close_past_the_state_gone_on_from(
+    can_cut: bool,
+) -> None:
+    # stop 59: where memory cannot be cut a cold request keeps an answer's start however close
+    # (cache/prefix_reuse.py), but a request that went on from the system prompt's state
+    # dropped it and computed its message as one chunk: at the Qwen3.5 2B shape 6 of 6 first
+    # turns answered otherwise than cold. Where memory can be cut, a cold request drops it too
+    context = FakeContext(ContextShape(2 * 512, BUDGET, 2, 1), can_cut=can_cut)
+    scheduler = Scheduler(context, 512, keeps_prompts=True)
+    answer_start = len(SYSTEM) + 16
+    mine = sequence([*SYSTEM, *tail(3, 20)], (Stored("ram", computed(SYSTEM)),))
+    mine.snapshots_due = [len(SYSTEM), answer_start, len(SYSTEM) + 20]
+    scheduler.add(mine)
+    assert scheduler.admit(0.0).admitted == [mine]
+    assert mine.num_cached == len(SYSTEM)
+    kept = [len(SYSTEM) + 20] if can_cut else [answer_start, len(SYSTEM) + 20]
+    assert mine.snapshots_due == kept

@@ -112,17 +112,25 @@ class Sequence:
         num_cached: int,
         held: Computed | None = None,
         prompt_logits: np.ndarray | None = None,
+        can_cut: bool = True,
     ) -> None:
         """It goes on from `num_cached` tokens already in its slot (computed by `held`, whose
         chunks up to there it inherits, as far as they are known), keeping the snapshot points
-        past them that cuts_past keeps. `prompt_logits`: its whole prompt is there, and these
-        are its last token's logits (its first token is picked from them)."""
+        past them that cuts_past keeps, or all of them where memory cannot be cut (`can_cut`
+        False: a cold request keeps an answer's start however close, cache/prefix_reuse.py).
+        `prompt_logits`: its whole prompt is there, and these are its last token's logits (its
+        first token is picked from them)."""
         self.num_computed = self.num_cached = num_cached
         self.prompt_logits = prompt_logits
         self.chunk_ends = [e for e in held.chunk_ends if e < num_cached] if held else []
         self.chunk_ends.append(num_cached)
         self.chunks = [c for c in held.chunks if c[0] < num_cached] if held else []
-        due = cuts_past(self.snapshots_due, num_cached, self.num_prompt)
+        # NOTE: dropped where memory cannot be cut, its chunks parted from a cold request's:
+        # at the Qwen3.5 2B shape 6 of 6 first turns behind a stored system prompt answered
+        # otherwise than cold (docs/replay/stop59-hybrid-takeover)
+        due = self.snapshots_due
+        if can_cut:
+            due = cuts_past(due, num_cached, self.num_prompt)
         self.snapshots_due = [p for p in due if p > num_cached]
 
     def computed(self, start: int, end: int) -> None:

@@ -55,7 +55,7 @@ class Slots:
         (reuse_index), and the cut drops nothing."""
         seq.placed(slot)
         self.moves.add(Cut(slot, match.length))
-        seq.starts_at(match.length, match.held, match.prompt_logits)
+        seq.starts_at(match.length, match.held, match.prompt_logits, self.moves.can_cut)
 
     def take_empty(self) -> int:
         """A free slot emptied: one holding nothing, else the least recently used of those
